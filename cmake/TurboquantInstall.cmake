@@ -1,0 +1,12 @@
+include(CMakePackageConfigHelpers)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/turboquant ${PROJECT_SOURCE_DIR}/core/include/turboquant
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT turboquantTargets NAMESPACE turboquant::
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/turboquant)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/turboquantConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/turboquantConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/turboquant)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/turboquantConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/turboquantConfig.cmake ${PROJECT_BINARY_DIR}/turboquantConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/turboquant)

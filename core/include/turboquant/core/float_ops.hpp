@@ -1,0 +1,99 @@
+// The few fp32 primitives the arithmetic contract (docs/ARITHMETIC.md) is built
+// from, each correctly rounded (round-to-nearest-even) on host and device:
+// bit casts, fused multiply-add, floor, sqrt and division. Host code must be
+// compiled with -ffp-contract=off so that a*b+c is never fused behind our back;
+// device code uses the explicit _rn intrinsics, which nvcc never contracts.
+#pragma once
+
+#include "turboquant/core/hd.hpp"
+
+#if !TQ_ON_DEVICE
+#include <bit>
+#include <cmath>
+#endif
+
+namespace turboquant::core {
+
+TQ_HD std::uint32_t float_bits(float x) {
+#if TQ_ON_DEVICE
+  return __float_as_uint(x);
+#else
+  return std::bit_cast<std::uint32_t>(x);
+#endif
+}
+
+TQ_HD float bits_float(std::uint32_t u) {
+#if TQ_ON_DEVICE
+  return __uint_as_float(u);
+#else
+  return std::bit_cast<float>(u);
+#endif
+}
+
+// a * b + c with a single rounding.
+TQ_HD float fma_rn(float a, float b, float c) {
+#if TQ_ON_DEVICE
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
+TQ_HD float add_rn(float a, float b) {
+#if TQ_ON_DEVICE
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+TQ_HD float sub_rn(float a, float b) {
+#if TQ_ON_DEVICE
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+
+TQ_HD float mul_rn(float a, float b) {
+#if TQ_ON_DEVICE
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+TQ_HD float div_rn(float a, float b) {
+#if TQ_ON_DEVICE
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
+TQ_HD float sqrt_rn(float a) {
+#if TQ_ON_DEVICE
+  return __fsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+
+TQ_HD float floor_f(float a) {
+#if TQ_ON_DEVICE
+  return floorf(a);
+#else
+  return std::floor(a);
+#endif
+}
+
+// max(a, b) as one comparison: b if b > a, else a. Defined this way (not as
+// fmaxf) so that NaN handling is the same on every backend; SIMD code matches it
+// with max_ps(b, a), which returns its second operand when unordered.
+TQ_HD float max_f(float a, float b) { return (b > a) ? b : a; }
+
+TQ_HD bool is_finite(float x) { return (float_bits(x) & 0x7f800000u) != 0x7f800000u; }
+
+inline constexpr float kInf = __builtin_huge_valf();
+
+}  // namespace turboquant::core

@@ -1,0 +1,60 @@
+// Per-vector quantization math of the store (facts §d, §e), shared by every
+// encoder. Order of operations: docs/ARITHMETIC.md §encode.
+#pragma once
+
+#include "turboquant/core/codebook.hpp"
+#include "turboquant/core/reduction.hpp"
+
+namespace turboquant::core {
+
+inline constexpr float kNormEpsilon = 1e-8f;        // added to ||k|| before dividing (facts §d.1)
+inline constexpr float kCorrectionEpsilon = 1e-16f;  // added to sum c^2 under the sqrt (facts §d.3)
+inline constexpr float kMinValueScale = 1e-8f;      // value scale floor (facts §e)
+
+// x_hat[d] = k[d] / (||k|| + 1e-8); returns ||k|| = sqrt(dot16(k, k)).
+TQ_HD float normalize_key(const float* k, int dims, float* x_hat) {
+  const float norm = sqrt_rn(dot16(k, k, dims));
+  const float denom = add_rn(norm, kNormEpsilon);
+  for (int d = 0; d < dims; ++d) x_hat[d] = div_rn(k[d], denom);
+  return norm;
+}
+
+// The stored key norm: with norm correction, norm * (1 / sqrt(sum c[idx]^2 + 1e-16)),
+// so that the reconstruction c[idx] * stored has exactly the original norm.
+TQ_HD float stored_key_norm(float norm, const float* centroid_values, int dims, bool norm_correction) {
+  if (!norm_correction) return norm;
+  const float sum_sq = dot16(centroid_values, centroid_values, dims);
+  const float inv = div_rn(1.0f, sqrt_rn(add_rn(sum_sq, kCorrectionEpsilon)));
+  return mul_rn(norm, inv);
+}
+
+struct ValueParams {
+  float scale = 0.0f;  // fp32, before fp16 rounding
+  float zero = 0.0f;   // the minimum
+};
+
+TQ_HD ValueParams value_params(const float* v, int dims, int bits) {
+  float mn = v[0];
+  float mx = v[0];
+  for (int d = 1; d < dims; ++d) {
+    mn = v[d] < mn ? v[d] : mn;
+    mx = v[d] > mx ? v[d] : mx;
+  }
+  float scale = div_rn(sub_rn(mx, mn), static_cast<float>((1 << bits) - 1));
+  if (!(scale > kMinValueScale)) scale = kMinValueScale;
+  return ValueParams{scale, mn};
+}
+
+// code = clamp(trunc((v - zero) / scale + 0.5), 0, 2^bits - 1): round half up.
+TQ_HD int value_code(float v, const ValueParams& p, int bits) {
+  const int levels = (1 << bits) - 1;
+  const float t = add_rn(div_rn(sub_rn(v, p.zero), p.scale), 0.5f);
+  if (!(t >= 0.0f)) return 0;  // also NaN
+  if (t >= static_cast<float>(levels)) return levels;
+  return static_cast<int>(t);
+}
+
+// Reconstruction from the stored fp16 scale and zero (already widened to fp32).
+TQ_HD float dequant_value(int code, float scale, float zero) { return fma_rn(static_cast<float>(code), scale, zero); }
+
+}  // namespace turboquant::core

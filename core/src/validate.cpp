@@ -1,0 +1,243 @@
+// Argument validation shared by every backend. Each check names the argument
+// and the offending value; nothing is written before all checks pass.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "turboquant/detail/elements.hpp"
+#include "turboquant/detail/validate.hpp"
+
+namespace turboquant {
+namespace {
+
+using std::to_string;
+
+Status invalid(const std::string& msg) { return Status(StatusCode::kInvalidArgument, msg); }
+
+Status check_buffer(const char* name, const void* data, std::size_t bytes, std::size_t needed,
+                    const std::string& shape) {
+  if (needed == 0) return Status();
+  if (data == nullptr) return Status(StatusCode::kBufferTooSmall, std::string(name) + " is null but must hold " + shape);
+  if (bytes < needed) {
+    return Status(StatusCode::kBufferTooSmall, std::string(name) + " has " + to_string(bytes) + " bytes but " + shape +
+                                                   " needs " + to_string(needed));
+  }
+  return Status();
+}
+
+std::string shape3(std::int64_t a, std::int64_t b, std::int64_t c, DType t) {
+  return "[" + to_string(a) + ", " + to_string(b) + ", " + to_string(c) + "] " + dtype_name(t);
+}
+
+template <class T>
+T load(const ConstBuffer& buf, std::int64_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const char*>(buf.data) + sizeof(T) * i, sizeof(T));
+  return v;
+}
+
+// First non-finite element of a [rows, heads, dims] tensor, reported by position.
+Status check_finite_tensor(const char* name, const void* data, DType t, std::int64_t rows, int heads, int dims,
+                           const char* row_name, std::int64_t first_row = 0) {
+  const std::int64_t count = rows * heads * dims;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const float x = detail::load_element(data, t, i);
+    if (!std::isfinite(x)) {
+      const std::int64_t row = first_row + i / (std::int64_t{heads} * dims);
+      const int head = static_cast<int>(i / dims % heads);
+      const int dim = static_cast<int>(i % dims);
+      return Status(StatusCode::kNonFinite, std::string(name) + "[" + to_string(row) + "][" + to_string(head) + "][" +
+                                                to_string(dim) + "] = " + std::to_string(x) + " is not finite (" +
+                                                row_name + " " + to_string(row) + ", head " + to_string(head) +
+                                                ", dim " + to_string(dim) + ")");
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
+namespace detail {
+
+Status resolve_codebook(const Format& format, const Codebook* user, const Codebook** out) {
+  static const Codebook kUnused{};
+  if (format.fp8_keys()) {
+    *out = &kUnused;
+    return Status();
+  }
+  if (user == nullptr) {
+    *out = &vllm_codebook(format.head_dim, format.key_bits);
+    return Status();
+  }
+  if (user->bits != format.key_bits) {
+    return invalid("codebook has " + to_string(user->bits) + " bits but the format's keys have " +
+                   to_string(format.key_bits));
+  }
+  for (int i = 0; i < user->size(); ++i) {
+    if (!std::isfinite(user->centroids[i])) {
+      return Status(StatusCode::kNonFinite, "codebook.centroids[" + to_string(i) + "] is not finite");
+    }
+  }
+  *out = user;
+  return Status();
+}
+
+Status resolve_rotation(const Format& format, ConstBuffer pit, core::Rotation* out) {
+  *out = core::Rotation{};
+  if (pit.data == nullptr && pit.bytes == 0) return Status();
+  if (format.fp8_keys()) return invalid("rotation given, but FP8 keys are not rotated");
+  const std::int64_t dims = format.head_dim;
+  if (Status s = check_buffer("rotation", pit.data, pit.bytes, dims * dims * 4,
+                              "[" + to_string(dims) + ", " + to_string(dims) + "] float32");
+      !s.ok())
+    return s;
+  const float* m = static_cast<const float*>(pit.data);
+  for (std::int64_t i = 0; i < dims * dims; ++i) {
+    if (!std::isfinite(m[i])) {
+      return Status(StatusCode::kNonFinite,
+                    "rotation[" + to_string(i / dims) + "][" + to_string(i % dims) + "] is not finite");
+    }
+  }
+  out->pit = m;
+  return Status();
+}
+
+Status validate_cache(const ConstCacheView& cache) {
+  if (Status s = validate_layout(cache.layout); !s.ok()) return s;
+  if (cache.num_blocks < 1) return invalid("cache.num_blocks = " + to_string(cache.num_blocks) + ": must be >= 1");
+  if (cache.data == nullptr) return Status(StatusCode::kBufferTooSmall, "cache.data is null");
+  return Status();
+}
+
+}  // namespace detail
+
+Status validate_decode(const ConstCacheView& cache, const DecodeArgs& a) {
+  if (Status s = detail::validate_cache(cache); !s.ok()) return s;
+  const BlockLayout& l = cache.layout;
+  const int dims = l.format.head_dim;
+  if (a.batch < 0) return invalid("batch = " + to_string(a.batch) + ": must be >= 0");
+  if (a.num_q_heads < 1) return invalid("num_q_heads = " + to_string(a.num_q_heads) + ": must be >= 1");
+  if (a.num_q_heads % l.num_kv_heads != 0) {
+    return invalid("num_q_heads = " + to_string(a.num_q_heads) + " is not a multiple of num_kv_heads = " +
+                   to_string(l.num_kv_heads));
+  }
+  if (a.max_blocks_per_seq < 0) {
+    return invalid("max_blocks_per_seq = " + to_string(a.max_blocks_per_seq) + ": must be >= 0");
+  }
+  if (!std::isfinite(a.softmax_scale)) {
+    return Status(StatusCode::kNonFinite, "softmax_scale = " + std::to_string(a.softmax_scale) + " is not finite");
+  }
+  if (a.num_splits < 1 || a.num_splits > 1024) {
+    return invalid("num_splits = " + to_string(a.num_splits) + ": must be in [1, 1024]");
+  }
+  const std::int64_t rows = std::int64_t{a.batch} * a.num_q_heads;
+  const std::size_t qbytes = rows * dims * dtype_size(a.query_dtype);
+  if (Status s = check_buffer("query", a.query.data, a.query.bytes, qbytes,
+                              shape3(a.batch, a.num_q_heads, dims, a.query_dtype));
+      !s.ok())
+    return s;
+  if (Status s = check_buffer("out", a.out.data, a.out.bytes, rows * dims * dtype_size(a.out_dtype),
+                              shape3(a.batch, a.num_q_heads, dims, a.out_dtype));
+      !s.ok())
+    return s;
+  if (a.lse.data != nullptr || a.lse.bytes != 0) {
+    if (Status s = check_buffer("lse", a.lse.data, a.lse.bytes, rows * 4,
+                                "[" + to_string(a.batch) + ", " + to_string(a.num_q_heads) + "] float32");
+        !s.ok())
+      return s;
+  }
+  if (Status s = check_buffer("seq_lens", a.seq_lens.data, a.seq_lens.bytes, std::size_t(a.batch) * 4,
+                              "[" + to_string(a.batch) + "] int32");
+      !s.ok())
+    return s;
+  if (Status s = check_buffer("block_table", a.block_table.data, a.block_table.bytes,
+                              std::size_t(a.batch) * a.max_blocks_per_seq * 4,
+                              "[" + to_string(a.batch) + ", " + to_string(a.max_blocks_per_seq) + "] int32");
+      !s.ok())
+    return s;
+  const Codebook* cb = nullptr;
+  if (Status s = detail::resolve_codebook(l.format, a.codebook, &cb); !s.ok()) return s;
+  core::Rotation rot;
+  if (Status s = detail::resolve_rotation(l.format, a.rotation, &rot); !s.ok()) return s;
+
+  for (int b = 0; b < a.batch; ++b) {
+    const std::int32_t len = load<std::int32_t>(a.seq_lens, b);
+    if (len < 0) return invalid("seq_lens[" + to_string(b) + "] = " + to_string(len) + ": must be >= 0");
+    const std::int64_t blocks_needed = (std::int64_t{len} + l.block_size - 1) / l.block_size;
+    if (blocks_needed > a.max_blocks_per_seq) {
+      return Status(StatusCode::kOutOfRange,
+                    "seq_lens[" + to_string(b) + "] = " + to_string(len) + " needs " + to_string(blocks_needed) +
+                        " blocks of " + to_string(l.block_size) + " tokens but block_table has " +
+                        to_string(a.max_blocks_per_seq) + " per row");
+    }
+    for (std::int64_t j = 0; j < blocks_needed; ++j) {
+      const std::int32_t blk = load<std::int32_t>(a.block_table, std::int64_t{b} * a.max_blocks_per_seq + j);
+      if (blk < 0 || blk >= cache.num_blocks) {
+        return Status(StatusCode::kOutOfRange, "block_table[" + to_string(b) + "][" + to_string(j) + "] = " +
+                                                   to_string(blk) + " is outside [0, " +
+                                                   to_string(cache.num_blocks) + ") (num_blocks)");
+      }
+    }
+  }
+  if (a.check_finite) {
+    return check_finite_tensor("query", a.query.data, a.query_dtype, a.batch, a.num_q_heads, dims, "sequence");
+  }
+  return Status();
+}
+
+Status validate_encode(const ConstCacheView& cache, const EncodeArgs& a) {
+  if (Status s = detail::validate_cache(cache); !s.ok()) return s;
+  const BlockLayout& l = cache.layout;
+  const int dims = l.format.head_dim;
+  if (a.num_tokens < 0) return invalid("num_tokens = " + to_string(a.num_tokens) + ": must be >= 0");
+  const std::size_t kv_bytes = a.num_tokens * l.num_kv_heads * dims * dtype_size(a.dtype);
+  const std::string kv_shape = shape3(a.num_tokens, l.num_kv_heads, dims, a.dtype);
+  if (Status s = check_buffer("keys", a.keys.data, a.keys.bytes, kv_bytes, kv_shape); !s.ok()) return s;
+  if (Status s = check_buffer("values", a.values.data, a.values.bytes, kv_bytes, kv_shape); !s.ok()) return s;
+  if (Status s = check_buffer("slot_mapping", a.slot_mapping.data, a.slot_mapping.bytes, a.num_tokens * 8,
+                              "[" + to_string(a.num_tokens) + "] int64");
+      !s.ok())
+    return s;
+  const Codebook* cb = nullptr;
+  if (Status s = detail::resolve_codebook(l.format, a.codebook, &cb); !s.ok()) return s;
+  core::Rotation rot;
+  if (Status s = detail::resolve_rotation(l.format, a.rotation, &rot); !s.ok()) return s;
+
+  const std::int64_t num_slots = cache.num_blocks * l.block_size;
+  std::vector<std::int64_t> used;
+  used.reserve(static_cast<std::size_t>(a.num_tokens));
+  for (std::int64_t i = 0; i < a.num_tokens; ++i) {
+    const std::int64_t slot = load<std::int64_t>(a.slot_mapping, i);
+    if (slot < 0) continue;
+    if (slot >= num_slots) {
+      return Status(StatusCode::kOutOfRange, "slot_mapping[" + to_string(i) + "] = " + to_string(slot) +
+                                                 " is outside [0, " + to_string(num_slots) + ") (num_blocks " +
+                                                 to_string(cache.num_blocks) + " x block_size " +
+                                                 to_string(l.block_size) + ")");
+    }
+    used.push_back(slot);
+  }
+  std::sort(used.begin(), used.end());
+  if (auto dup = std::adjacent_find(used.begin(), used.end()); dup != used.end()) {
+    return invalid("slot_mapping names slot " + to_string(*dup) + " more than once");
+  }
+  if (!a.check_finite) return Status();
+  // Only tokens that are stored must be finite (skipped rows may be padding).
+  const std::int64_t row = std::int64_t{l.num_kv_heads} * dims;
+  for (std::int64_t i = 0; i < a.num_tokens; ++i) {
+    if (load<std::int64_t>(a.slot_mapping, i) < 0) continue;
+    const auto at = [&](const ConstBuffer& buf) {
+      return static_cast<const char*>(buf.data) + i * row * dtype_size(a.dtype);
+    };
+    if (Status s = check_finite_tensor("keys", at(a.keys), a.dtype, 1, l.num_kv_heads, dims, "token", i); !s.ok())
+      return s;
+    if (Status s = check_finite_tensor("values", at(a.values), a.dtype, 1, l.num_kv_heads, dims, "token", i);
+        !s.ok())
+      return s;
+  }
+  return Status();
+}
+
+}  // namespace turboquant

@@ -1,0 +1,144 @@
+// Random decode problems for tests and benchmarks: random K/V encoded into a
+// cache through a shuffled block table, random queries. Header-only so that
+// every test area and bench binary can use it.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "turboquant/decode.hpp"
+#include "turboquant/encode.hpp"
+
+namespace turboquant::testing {
+
+struct ProblemSpec {
+  Format format = core::preset_format(Preset::k4BitNc, 128);
+  int block_size = 16;
+  int num_kv_heads = 2;
+  int group = 4;  // Hq / Hk
+  std::vector<int> seq_lens = {37};
+  std::uint32_t seed = 1;
+  float key_scale = 1.0f;    // keys ~ N(0, key_scale^2)
+  float query_scale = 1.0f;  // queries ~ N(0, query_scale^2)
+  int extra_blocks = 3;      // unused blocks that tables must never reach
+
+  std::string name() const {
+    std::string s = "K" + std::to_string(format.key_bits) + "V" + std::to_string(format.value_bits) + "_D" +
+                    std::to_string(format.head_dim) + "_bs" + std::to_string(block_size) + "_hk" +
+                    std::to_string(num_kv_heads) + "_g" + std::to_string(group) + "_seq";
+    for (int l : seq_lens) s += "-" + std::to_string(l);
+    return s + "_seed" + std::to_string(seed);
+  }
+};
+
+struct Problem {
+  ProblemSpec spec;
+  BlockLayout layout;
+  int batch = 0;
+  int num_q_heads = 0;
+  int max_blocks = 0;
+  std::int64_t num_blocks = 0;
+  std::vector<std::uint8_t> cache;
+  std::vector<std::int32_t> block_table;
+  std::vector<std::int32_t> seq_lens;
+  std::vector<float> query;  // [B, Hq, D]
+  std::vector<float> keys;   // [N, Hk, D] as stored, N = sum of seq_lens
+  std::vector<float> values;
+  std::vector<std::int64_t> slots;  // [N]
+  float scale = 0.0f;
+
+  ConstCacheView view() const { return ConstCacheView(layout, cache.data(), num_blocks); }
+
+  // Decode arguments writing fp32 out [B, Hq, D] and lse [B, Hq].
+  DecodeArgs args(std::vector<float>& out, std::vector<float>& lse, int splits = 32) const {
+    const int dims = layout.format.head_dim;
+    out.assign(static_cast<std::size_t>(batch) * num_q_heads * dims, -7.0f);
+    lse.assign(static_cast<std::size_t>(batch) * num_q_heads, -7.0f);
+    DecodeArgs a;
+    a.query = {query.data(), query.size() * 4};
+    a.batch = batch;
+    a.num_q_heads = num_q_heads;
+    a.block_table = {block_table.data(), block_table.size() * 4};
+    a.max_blocks_per_seq = max_blocks;
+    a.seq_lens = {seq_lens.data(), seq_lens.size() * 4};
+    a.softmax_scale = scale;
+    a.num_splits = splits;
+    a.out = {out.data(), out.size() * 4};
+    a.lse = {lse.data(), lse.size() * 4};
+    return a;
+  }
+};
+
+inline Problem make_problem(const ProblemSpec& spec) {
+  Problem p;
+  p.spec = spec;
+  p.layout = BlockLayout{spec.format, spec.block_size, spec.num_kv_heads};
+  const int dims = spec.format.head_dim;
+  p.batch = static_cast<int>(spec.seq_lens.size());
+  p.num_q_heads = spec.num_kv_heads * spec.group;
+  p.seq_lens.assign(spec.seq_lens.begin(), spec.seq_lens.end());
+  std::mt19937_64 rng(spec.seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+
+  std::vector<int> blocks_per_seq;
+  int total_blocks = 0;
+  for (int len : spec.seq_lens) {
+    blocks_per_seq.push_back((len + spec.block_size - 1) / spec.block_size);
+    total_blocks += blocks_per_seq.back();
+    p.max_blocks = std::max(p.max_blocks, blocks_per_seq.back());
+  }
+  p.max_blocks += 1;  // a spare column: entries past a sequence's end point at an unused block
+  p.num_blocks = total_blocks + spec.extra_blocks;
+  std::vector<std::int32_t> physical(static_cast<std::size_t>(p.num_blocks));
+  std::iota(physical.begin(), physical.end(), 0);
+  std::shuffle(physical.begin(), physical.end(), rng);
+  p.block_table.assign(static_cast<std::size_t>(p.batch) * p.max_blocks, physical.back());  // unused block
+  int next = 0;
+  for (int b = 0; b < p.batch; ++b) {
+    for (int j = 0; j < blocks_per_seq[b]; ++j) p.block_table[b * p.max_blocks + j] = physical[next++];
+  }
+  p.cache.assign(static_cast<std::size_t>(p.num_blocks * p.layout.block_bytes()), 0);
+  for (int b = 0; b < p.batch; ++b) {
+    for (int t = 0; t < spec.seq_lens[b]; ++t) {
+      p.slots.push_back(std::int64_t{p.block_table[b * p.max_blocks + t / spec.block_size]} * spec.block_size +
+                        t % spec.block_size);
+    }
+  }
+  const std::size_t n = p.slots.size();
+  p.keys.resize(n * spec.num_kv_heads * dims);
+  p.values.resize(p.keys.size());
+  for (float& k : p.keys) k = normal(rng) * spec.key_scale;
+  for (float& v : p.values) v = normal(rng);
+  p.query.resize(static_cast<std::size_t>(p.batch) * p.num_q_heads * dims);
+  for (float& q : p.query) q = normal(rng) * spec.query_scale;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(dims));
+
+  EncodeArgs e;
+  e.keys = {p.keys.data(), p.keys.size() * 4};
+  e.values = {p.values.data(), p.values.size() * 4};
+  e.num_tokens = static_cast<std::int64_t>(n);
+  e.slot_mapping = {p.slots.data(), n * 8};
+  const Status s = encode_reference(CacheView{p.layout, p.cache.data(), p.num_blocks}, e);
+  if (!s.ok()) std::fprintf(stderr, "make_problem(%s): %s\n", spec.name().c_str(), s.to_string().c_str());
+  return p;
+}
+
+// Relative L2 error ||got - want|| / ||want|| (0 when both are 0).
+template <class A, class B>
+double rel_l2(const A& got, const B& want) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - static_cast<double>(want[i]);
+    num += d * d;
+    den += static_cast<double>(want[i]) * static_cast<double>(want[i]);
+  }
+  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+}  // namespace turboquant::testing

@@ -1,0 +1,180 @@
+// The golden decode against the independent float64 oracle (tests/common),
+// over the edge grid of the core issue: head_dim, block size, seq_len, GQA,
+// shuffled tables, all presets.
+#include <gtest/gtest.h>
+
+#include "common/f64_oracle.hpp"
+#include "common/random_problem.hpp"
+
+namespace turboquant {
+namespace {
+
+using testing::make_problem;
+using testing::ProblemSpec;
+
+void expect_matches_oracle(const ProblemSpec& spec, int splits = 32) {
+  SCOPED_TRACE(spec.name());
+  const auto p = make_problem(spec);
+  std::vector<float> out, lse;
+  ASSERT_TRUE(decode_reference(p.view(), p.args(out, lse, splits)).ok());
+  std::vector<double> want, want_lse;
+  testing::f64_attention({p.layout, p.cache.data(), p.batch, p.num_q_heads, p.max_blocks, p.block_table.data(),
+                          p.seq_lens.data(), p.query.data(), p.scale},
+                         want, want_lse);
+  EXPECT_LE(testing::rel_l2(out, want), 1e-5);
+  for (std::size_t i = 0; i < lse.size(); ++i) {
+    if (std::isinf(want_lse[i])) {
+      EXPECT_TRUE(std::isinf(lse[i]) && lse[i] < 0) << i;
+    } else {
+      EXPECT_NEAR(lse[i], want_lse[i], 1e-4 + 1e-6 * std::fabs(want_lse[i])) << i;
+    }
+  }
+}
+
+TEST(ReferenceDecode, EdgeGridAgainstFloat64Oracle) {
+  std::uint32_t seed = 100;
+  for (Preset preset : kAllPresets) {
+    for (int dims : {64, 128, 256}) {
+      for (int bs : {1, 16, 64}) {
+        ProblemSpec spec;
+        spec.format = preset_format(preset, dims);
+        spec.block_size = bs;
+        spec.num_kv_heads = 2;
+        spec.group = (dims == 64) ? 3 : (dims == 128 ? 4 : 8);
+        spec.seq_lens = {0, 1, 15, 16, 17, 300};
+        spec.seed = seed++;
+        expect_matches_oracle(spec);
+      }
+    }
+  }
+}
+
+TEST(ReferenceDecode, LongSequencesAndAllGroupSizes) {
+  for (int group : {1, 3, 4, 8}) {
+    ProblemSpec spec;
+    spec.format = preset_format(group % 2 ? Preset::kK3V4Nc : Preset::k4BitNc, 128);
+    spec.num_kv_heads = 2;
+    spec.group = group;
+    spec.seq_lens = {1000, 17};
+    spec.seed = 7 + group;
+    expect_matches_oracle(spec);
+  }
+}
+
+TEST(ReferenceDecode, SharpAttentionAndFewSplits) {
+  // Large logits (query x8) stress the online softmax; 1 and 3 splits change the merge.
+  ProblemSpec spec;
+  spec.format = preset_format(Preset::k4BitNc, 128);
+  spec.query_scale = 8.0f;
+  spec.key_scale = 3.0f;
+  spec.seq_lens = {1000, 5};
+  for (int splits : {1, 3, 32, 1024}) expect_matches_oracle(spec, splits);
+}
+
+TEST(ReferenceDecode, SplitCountDoesNotChangeTheAnswerBeyondRounding) {
+  ProblemSpec spec;
+  spec.seq_lens = {777};
+  const auto p = make_problem(spec);
+  std::vector<float> a, b, la, lb;
+  ASSERT_TRUE(decode_reference(p.view(), p.args(a, la, 1)).ok());
+  ASSERT_TRUE(decode_reference(p.view(), p.args(b, lb, 32)).ok());
+  EXPECT_LE(testing::rel_l2(a, b), 1e-6);
+}
+
+TEST(ReferenceDecode, ZeroLengthSequenceGivesZerosAndMinusInfinity) {
+  ProblemSpec spec;
+  spec.seq_lens = {0, 3};
+  const auto p = make_problem(spec);
+  std::vector<float> out, lse;
+  ASSERT_TRUE(decode_reference(p.view(), p.args(out, lse)).ok());
+  for (int i = 0; i < p.num_q_heads * 128; ++i) EXPECT_EQ(out[i], 0.0f);
+  for (int h = 0; h < p.num_q_heads; ++h) EXPECT_TRUE(std::isinf(lse[h]) && lse[h] < 0);
+  EXPECT_TRUE(std::isfinite(lse[p.num_q_heads]));
+}
+
+TEST(ReferenceDecode, HalfPrecisionQueryAndOutput) {
+  ProblemSpec spec;
+  spec.seq_lens = {50};
+  const auto p = make_problem(spec);
+  std::vector<float> out32, lse;
+  DecodeArgs a = p.args(out32, lse);
+  ASSERT_TRUE(decode_reference(p.view(), a).ok());
+  for (DType t : {DType::kFloat16, DType::kBFloat16}) {
+    std::vector<std::uint16_t> q(p.query.size()), out(out32.size());
+    for (std::size_t i = 0; i < q.size(); ++i)
+      q[i] = t == DType::kFloat16 ? core::float_to_fp16(p.query[i]) : core::float_to_bf16(p.query[i]);
+    DecodeArgs h = a;
+    h.query = {q.data(), q.size() * 2};
+    h.query_dtype = t;
+    h.out = {out.data(), out.size() * 2};
+    h.out_dtype = t;
+    ASSERT_TRUE(decode_reference(p.view(), h).ok());
+    std::vector<float> widened(out.size());
+    for (std::size_t i = 0; i < out.size(); ++i)
+      widened[i] = t == DType::kFloat16 ? core::fp16_to_float(out[i]) : core::bf16_to_float(out[i]);
+    EXPECT_LE(testing::rel_l2(widened, out32), t == DType::kFloat16 ? 2e-3 : 1.5e-2) << dtype_name(t);
+  }
+}
+
+TEST(ReferenceDecode, CallerSuppliedDenseRotationAndCodebook) {
+  // A cache written with a random-sign rotation (older vLLM, facts §g) decodes
+  // correctly only with that rotation.
+  ProblemSpec spec;
+  spec.format = preset_format(Preset::k4BitNc, 64);
+  spec.seq_lens = {40};
+  auto p = make_problem(spec);
+  const int n = 64;
+  std::vector<float> pit(n * n);
+  std::mt19937 rng(3);
+  for (int i = 0; i < n; ++i) {
+    const float sign = (rng() & 1) ? 1.0f : -1.0f;  // PiT = diag(signs) * H / sqrt(D)
+    for (int j = 0; j < n; ++j) pit[i * n + j] = sign * ((__builtin_popcount(i & j) & 1) ? -0.125f : 0.125f);
+  }
+  std::fill(p.cache.begin(), p.cache.end(), 0);
+  EncodeArgs e;
+  e.keys = {p.keys.data(), p.keys.size() * 4};
+  e.values = {p.values.data(), p.values.size() * 4};
+  e.num_tokens = static_cast<std::int64_t>(p.slots.size());
+  e.slot_mapping = {p.slots.data(), p.slots.size() * 8};
+  e.rotation = {pit.data(), pit.size() * 4};
+  ASSERT_TRUE(encode_reference(CacheView{p.layout, p.cache.data(), p.num_blocks}, e).ok());
+
+  std::vector<float> with, without, lse;
+  DecodeArgs a = p.args(with, lse);
+  a.rotation = {pit.data(), pit.size() * 4};
+  ASSERT_TRUE(decode_reference(p.view(), a).ok());
+  ASSERT_TRUE(decode_reference(p.view(), p.args(without, lse)).ok());
+  // Exact attention on the original K/V for comparison.
+  std::vector<double> exact(with.size(), 0.0);
+  const int D = 64, G = spec.group, L = 40;
+  for (int hq = 0; hq < p.num_q_heads; ++hq) {
+    std::vector<double> s(L);
+    double mx = -1e300, den = 0;
+    for (int t = 0; t < L; ++t) {
+      double dot = 0;
+      for (int d = 0; d < D; ++d) dot += double(p.query[hq * D + d]) * p.keys[(t * 2 + hq / G) * D + d];
+      s[t] = dot * p.scale;
+      mx = std::max(mx, s[t]);
+    }
+    for (int t = 0; t < L; ++t) {
+      const double w = std::exp(s[t] - mx);
+      den += w;
+      for (int d = 0; d < D; ++d) exact[hq * D + d] += w * p.values[(t * 2 + hq / G) * D + d];
+    }
+    for (int d = 0; d < D; ++d) exact[hq * D + d] /= den;
+  }
+  EXPECT_LT(testing::rel_l2(with, exact), 0.25);                // quantization error only
+  EXPECT_GT(testing::rel_l2(without, exact), testing::rel_l2(with, exact) * 1.2);  // wrong basis is worse
+
+  // A caller-supplied codebook equal to vLLM's gives identical bits.
+  std::vector<float> custom;
+  DecodeArgs c = p.args(custom, lse);
+  c.rotation = a.rotation;
+  const Codebook cb = vllm_codebook(64, 4);
+  c.codebook = &cb;
+  ASSERT_TRUE(decode_reference(p.view(), c).ok());
+  EXPECT_EQ(std::memcmp(custom.data(), with.data(), with.size() * 4), 0);
+}
+
+}  // namespace
+}  // namespace turboquant

@@ -1,0 +1,11 @@
+// Umbrella header: everything a user of the CPU library needs.
+#pragma once
+
+#include "turboquant/cache_view.hpp"
+#include "turboquant/codebook.hpp"
+#include "turboquant/decode.hpp"
+#include "turboquant/dequantize.hpp"
+#include "turboquant/dtype.hpp"
+#include "turboquant/encode.hpp"
+#include "turboquant/format.hpp"
+#include "turboquant/status.hpp"

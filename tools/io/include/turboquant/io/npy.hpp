@@ -35,11 +35,26 @@ std::optional<NpyDType> npy_dtype_from_descr(std::string_view descr);
 
 template <class T>
 struct NpyDTypeOf;
-template <> struct NpyDTypeOf<float> { static constexpr NpyDType value = NpyDType::kFloat32; };
-template <> struct NpyDTypeOf<double> { static constexpr NpyDType value = NpyDType::kFloat64; };
-template <> struct NpyDTypeOf<std::int32_t> { static constexpr NpyDType value = NpyDType::kInt32; };
-template <> struct NpyDTypeOf<std::int64_t> { static constexpr NpyDType value = NpyDType::kInt64; };
-template <> struct NpyDTypeOf<std::uint8_t> { static constexpr NpyDType value = NpyDType::kUInt8; };
+template <>
+struct NpyDTypeOf<float> {
+  static constexpr NpyDType value = NpyDType::kFloat32;
+};
+template <>
+struct NpyDTypeOf<double> {
+  static constexpr NpyDType value = NpyDType::kFloat64;
+};
+template <>
+struct NpyDTypeOf<std::int32_t> {
+  static constexpr NpyDType value = NpyDType::kInt32;
+};
+template <>
+struct NpyDTypeOf<std::int64_t> {
+  static constexpr NpyDType value = NpyDType::kInt64;
+};
+template <>
+struct NpyDTypeOf<std::uint8_t> {
+  static constexpr NpyDType value = NpyDType::kUInt8;
+};
 
 // An n-d array in C order. `data` holds the raw little-endian element bytes
 // (product(shape) * itemsize of them); a 0-d array (empty shape) has one element.

@@ -1,0 +1,351 @@
+#include "turboquant/io/case_dir.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "turboquant/io/npy.hpp"
+
+namespace turboquant::io {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+Status invalid(const std::string& where, const std::string& what) {
+  return Status(StatusCode::kInvalidArgument, where + ": " + what);
+}
+
+// ---- meta.json -------------------------------------------------------------
+
+std::string all_preset_names() {
+  std::string s;
+  for (Preset p : kAllPresets) s += (s.empty() ? "" : ", ") + std::string(preset_name(p));
+  return s;
+}
+
+// A JSON value as it appears in the file, shortened for a one-line message.
+std::string shown(const json& v) {
+  std::string s = v.dump();
+  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+Status meta_int(const json& meta, const std::string& path, const char* key, bool required, int* out) {
+  const auto it = meta.find(key);
+  if (it == meta.end()) return required ? invalid(path, std::string("missing key \"") + key + "\"") : Status();
+  if (!it->is_number_integer()) {
+    return invalid(path, std::string(key) + " = " + shown(*it) + " must be an integer");
+  }
+  // Range-checked before narrowing, so that a huge value is reported, not wrapped.
+  const bool fits = it->is_number_unsigned()
+                        ? it->get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<int>::max())
+                        : it->get<std::int64_t>() >= std::numeric_limits<int>::min() &&
+                              it->get<std::int64_t>() <= std::numeric_limits<int>::max();
+  if (!fits) return invalid(path, std::string(key) + " = " + shown(*it) + " does not fit in a 32-bit int");
+  const std::int64_t v = it->get<std::int64_t>();
+  *out = static_cast<int>(v);
+  return Status();
+}
+
+Status parse_meta(const std::string& path, CaseDir* c) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return invalid(path, "no such file (every case directory needs one)");
+  if (!fs::is_regular_file(path, ec)) return invalid(path, "not a regular file");
+  std::ifstream f(path);
+  if (!f) return invalid(path, "cannot open");
+  std::stringstream text;
+  text << f.rdbuf();
+  json meta;
+  try {
+    meta = json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    return invalid(path, std::string("invalid JSON: ") + e.what());
+  }
+  if (!meta.is_object()) return invalid(path, "expected a JSON object, found " + std::string(meta.type_name()));
+
+  const auto preset = meta.find("preset");
+  if (preset == meta.end()) return invalid(path, "missing key \"preset\"");
+  if (!preset->is_string()) return invalid(path, "preset = " + shown(*preset) + " must be a string");
+  c->preset_name = preset->get<std::string>();
+  const std::optional<Preset> p = preset_from_name(c->preset_name);
+  if (!p) return invalid(path, "preset = " + shown(*preset) + " is not one of " + all_preset_names());
+  c->preset = *p;
+
+  int head_dim = 0, block_size = 0, num_kv_heads = 0;
+  for (auto [key, dst] : {std::pair{"head_dim", &head_dim}, std::pair{"block_size", &block_size},
+                          std::pair{"num_kv_heads", &num_kv_heads}, std::pair{"num_q_heads", &c->num_q_heads}}) {
+    if (Status s = meta_int(meta, path, key, true, dst); !s.ok()) return s;
+  }
+  c->format = preset_format(c->preset, head_dim);
+  c->layout = BlockLayout{c->format, block_size, num_kv_heads};
+  if (Status s = validate_layout(c->layout); !s.ok()) return invalid(path, s.message());
+  if (c->num_q_heads < 1 || c->num_q_heads % num_kv_heads != 0) {
+    return invalid(path, "num_q_heads = " + std::to_string(c->num_q_heads) +
+                             " must be a positive multiple of num_kv_heads = " + std::to_string(num_kv_heads));
+  }
+
+  const auto scale = meta.find("scale");
+  if (scale == meta.end()) return invalid(path, "missing key \"scale\"");
+  if (!scale->is_number()) return invalid(path, "scale = " + shown(*scale) + " must be a number");
+  c->scale = scale->get<double>();
+  if (!std::isfinite(c->scale)) return invalid(path, "scale = " + shown(*scale) + " must be finite");
+
+  c->num_kv_splits = 32;
+  if (Status s = meta_int(meta, path, "num_kv_splits", false, &c->num_kv_splits); !s.ok()) return s;
+  if (c->num_kv_splits < 1) {
+    return invalid(path, "num_kv_splits = " + std::to_string(c->num_kv_splits) + " must be >= 1");
+  }
+  c->source.clear();
+  if (const auto src = meta.find("source"); src != meta.end()) {
+    if (!src->is_string()) return invalid(path, "source = " + shown(*src) + " must be a string");
+    c->source = src->get<std::string>();
+  }
+  return Status();
+}
+
+// ---- shapes ----------------------------------------------------------------
+
+// A size shared by several files (B, N), learnt from the first file that has it.
+struct Known {
+  std::int64_t value = -1;
+  std::string from;
+};
+
+// One expected dimension: a fixed value (and why it is expected), a shared
+// size, or free.
+struct Dim {
+  const char* letter;
+  std::int64_t fixed = -1;
+  std::string why;  // e.g. "head_dim = 64 in meta.json"
+  Known* known = nullptr;
+};
+
+Dim from_meta(const char* letter, const char* key, std::int64_t value) {
+  return Dim{letter, value, std::string(key) + " = " + std::to_string(value) + " in meta.json"};
+}
+
+Status check_shape(const std::string& path, const std::vector<std::int64_t>& shape, std::vector<Dim> dims) {
+  std::string pattern = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) pattern += (i ? ", " : "") + std::string(dims[i].letter);
+  pattern += "]";
+  const std::string head = "shape " + format_shape(shape) + " does not match " + pattern + ": ";
+  if (shape.size() != dims.size()) {
+    return invalid(path, head + std::to_string(shape.size()) + " dimensions, expected " + std::to_string(dims.size()));
+  }
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const Dim& d = dims[i];
+    const std::string got = "dim " + std::to_string(i) + " (" + d.letter + ") = " + std::to_string(shape[i]);
+    if (d.fixed >= 0 && shape[i] != d.fixed) {
+      return invalid(path, head + got + ", but " + d.why);
+    }
+    if (d.known && d.known->value >= 0 && shape[i] != d.known->value) {
+      return invalid(
+          path, head + got + ", but " + d.known->from + " has " + d.letter + " = " + std::to_string(d.known->value));
+    }
+  }
+  const std::string file = fs::path(path).filename().string();
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i].known && dims[i].known->value < 0) *dims[i].known = Known{shape[i], file};
+  }
+  return Status();
+}
+
+// ---- arrays ----------------------------------------------------------------
+
+// Reads dir/name if `need` says so; `*loaded` is false when it was skipped or
+// optional and absent.
+Status read_case_file(const CaseDir& c, const char* name, Need need, NpyArray* a, bool* loaded) {
+  *loaded = false;
+  if (need == Need::kSkip) return Status();
+  const std::string path = c.file(name);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    return need == Need::kRequired ? invalid(path, "required file is missing") : Status();
+  }
+  if (Status s = read_npy(path, a); !s.ok()) return s;
+  *loaded = true;
+  return Status();
+}
+
+template <class T>
+Status load_typed(const CaseDir& c, const char* name, Need need, Status (*convert)(const NpyArray&, std::vector<T>*),
+                  CaseArray<T>* out) {
+  *out = CaseArray<T>{};
+  NpyArray a;
+  bool loaded = false;
+  if (Status s = read_case_file(c, name, need, &a, &loaded); !s.ok() || !loaded) return s;
+  if (Status s = convert(a, &out->values); !s.ok()) return s;
+  out->present = true;
+  out->path = a.source;
+  out->shape = std::move(a.shape);
+  return Status();
+}
+
+// Files whose dtype is part of their meaning are read without conversion.
+template <class T>
+Status exact_dtype(const NpyArray& a, std::vector<T>* out) {
+  if (a.dtype != NpyDTypeOf<T>::value) {
+    return invalid(a.name(), std::string("dtype ") + npy_dtype_name(a.dtype) + ", expected " +
+                                 npy_dtype_name(NpyDTypeOf<T>::value));
+  }
+  out->resize(a.data.size() / sizeof(T));
+  if (!a.data.empty()) std::memcpy(out->data(), a.data.data(), a.data.size());
+  return Status();
+}
+
+Status centroid_count(const CaseDir& c) {
+  const std::int64_t n = c.centroids.shape.size() == 1 ? c.centroids.dim(0) : -1;
+  // FP8 keys use no codebook; the case files carry the 4-bit (or 3-bit) table anyway.
+  const bool ok = c.format.fp8_keys() ? (n == 8 || n == 16) : n == c.format.key_codebook_size();
+  if (ok) return Status();
+  const std::vector<std::int64_t> canonical{c.format.key_codebook_size()};
+  const std::string want = c.format.fp8_keys() ? "(8,) or (16,)" : format_shape(canonical);
+  return invalid(c.centroids.path, "shape " + format_shape(c.centroids.shape) + ", expected " + want + " for " +
+                                       c.preset_name + " (key_bits = " + std::to_string(c.format.key_bits) + ")");
+}
+
+}  // namespace
+
+std::string CaseDir::file(const std::string& name) const { return (fs::path(path) / name).string(); }
+
+CaseLoadOptions CaseLoadOptions::meta_only() {
+  CaseLoadOptions o;
+  o.query = o.keys = o.values = o.slot_mapping = o.kv_cache = o.block_table = o.seq_lens = o.centroids =
+      o.expected_out = o.expected_lse = o.reference_out_f64 = Need::kSkip;
+  return o;
+}
+
+CaseLoadOptions CaseLoadOptions::decode() {
+  CaseLoadOptions o;
+  o.query = o.kv_cache = o.block_table = o.seq_lens = Need::kRequired;
+  return o;
+}
+
+CaseLoadOptions CaseLoadOptions::encode() {
+  CaseLoadOptions o = meta_only();
+  o.keys = o.values = o.slot_mapping = Need::kRequired;
+  o.kv_cache = o.centroids = Need::kIfPresent;
+  return o;
+}
+
+CaseLoadOptions CaseLoadOptions::all_required() {
+  CaseLoadOptions o;
+  o.query = o.keys = o.values = o.slot_mapping = o.kv_cache = o.block_table = o.seq_lens = o.centroids =
+      o.expected_out = o.expected_lse = o.reference_out_f64 = Need::kRequired;
+  return o;
+}
+
+Status load_case(const std::string& dir, const CaseLoadOptions& opt, CaseDir* c) {
+  *c = CaseDir{};
+  c->path = dir;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return invalid(dir, "no such case directory");
+  if (!fs::is_directory(dir, ec)) return invalid(dir, "not a directory (expected a case directory)");
+  if (Status s = parse_meta(c->file("meta.json"), c); !s.ok()) return s;
+
+  const std::int64_t D = c->head_dim(), Hk = c->num_kv_heads(), Hq = c->num_q_heads, bs = c->block_size();
+  Known B, N;
+  const Dim dB{"B", -1, "", &B}, dN{"N", -1, "", &N};
+  const Dim dD = from_meta("D", "head_dim", D), dHk = from_meta("Hk", "num_kv_heads", Hk),
+            dHq = from_meta("Hq", "num_q_heads", Hq);
+
+  // Each entry: load, then check the shape against meta.json and the sizes seen so far.
+  const auto load_float = [&](const char* name, Need need, CaseArray<float>* a, std::vector<Dim> dims) {
+    if (Status s = load_typed<float>(*c, name, need, to_float32, a); !s.ok() || !a->present) return s;
+    return check_shape(a->path, a->shape, std::move(dims));
+  };
+  const auto load_i32 = [&](const char* name, Need need, CaseArray<std::int32_t>* a, std::vector<Dim> dims) {
+    if (Status s = load_typed<std::int32_t>(*c, name, need, to_int32, a); !s.ok() || !a->present) return s;
+    return check_shape(a->path, a->shape, std::move(dims));
+  };
+
+  if (Status s = load_float("query.npy", opt.query, &c->query, {dB, dHq, dD}); !s.ok()) return s;
+  if (Status s =
+          load_i32("block_table.npy", opt.block_table, &c->block_table, {dB, Dim{"max_blocks", -1, "", nullptr}});
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = load_i32("seq_lens.npy", opt.seq_lens, &c->seq_lens, {dB}); !s.ok()) return s;
+  if (Status s = load_float("expected_out.npy", opt.expected_out, &c->expected_out, {dB, dHq, dD}); !s.ok()) return s;
+  if (Status s = load_float("expected_lse.npy", opt.expected_lse, &c->expected_lse, {dB, dHq}); !s.ok()) return s;
+  if (Status s = load_typed<double>(*c, "reference_out_f64.npy", opt.reference_out_f64, exact_dtype<double>,
+                                    &c->reference_out_f64);
+      !s.ok()) {
+    return s;
+  }
+  if (c->reference_out_f64.present) {
+    if (Status s = check_shape(c->reference_out_f64.path, c->reference_out_f64.shape, {dB, dHq, dD}); !s.ok()) return s;
+  }
+
+  if (Status s = load_float("keys.npy", opt.keys, &c->keys, {dN, dHk, dD}); !s.ok()) return s;
+  if (Status s = load_float("values.npy", opt.values, &c->values, {dN, dHk, dD}); !s.ok()) return s;
+  if (Status s = load_typed<std::int64_t>(*c, "slot_mapping.npy", opt.slot_mapping, to_int64, &c->slot_mapping);
+      !s.ok()) {
+    return s;
+  }
+  if (c->slot_mapping.present) {
+    if (Status s = check_shape(c->slot_mapping.path, c->slot_mapping.shape, {dN}); !s.ok()) return s;
+  }
+
+  if (Status s = load_typed<std::uint8_t>(*c, "kv_cache.npy", opt.kv_cache, exact_dtype<std::uint8_t>, &c->kv_cache);
+      !s.ok()) {
+    return s;
+  }
+  if (c->kv_cache.present) {
+    const std::int64_t slot_bytes = c->format.slot_bytes_aligned();
+    const Dim slot{"slot_bytes", slot_bytes,
+                   c->preset_name + " at head_dim = " + std::to_string(D) + " stores " + std::to_string(slot_bytes)};
+    if (Status s =
+            check_shape(c->kv_cache.path, c->kv_cache.shape,
+                        {Dim{"num_blocks", -1, "", nullptr}, from_meta("block_size", "block_size", bs), dHk, slot});
+        !s.ok()) {
+      return s;
+    }
+  }
+
+  if (Status s = load_float("centroids.npy", opt.centroids, &c->centroids, {Dim{"codebook", -1, "", nullptr}}); !s.ok())
+    return s;
+  if (c->centroids.present) {
+    if (Status s = centroid_count(*c); !s.ok()) return s;
+  }
+
+  c->batch = B.value;
+  c->num_tokens = N.value;
+  c->num_blocks = c->kv_cache.present ? c->kv_cache.dim(0) : -1;
+  c->max_blocks_per_seq = c->block_table.present ? c->block_table.dim(1) : -1;
+  return Status();
+}
+
+Status load_float_array(const std::string& path, CaseArray<float>* out) {
+  *out = CaseArray<float>{};
+  NpyArray a;
+  if (Status s = read_npy(path, &a); !s.ok()) return s;
+  if (Status s = to_float32(a, &out->values); !s.ok()) return s;
+  out->present = true;
+  out->path = path;
+  out->shape = std::move(a.shape);
+  return Status();
+}
+
+Status load_case_output(const CaseDir& c, const std::string& file, CaseArray<float>* out) {
+  std::error_code ec;
+  std::string path = file;
+  for (const std::string& candidate : {file, c.file(file), c.file(file + ".npy")}) {
+    if (fs::exists(candidate, ec)) {
+      path = candidate;
+      break;
+    }
+  }
+  if (!fs::exists(path, ec)) return invalid(file, "no such file (also looked in " + c.path + ")");
+  if (Status s = load_float_array(path, out); !s.ok()) return s;
+  Known B{c.batch, "the case"};
+  return check_shape(
+      path, out->shape,
+      {Dim{"B", -1, "", &B}, from_meta("Hq", "num_q_heads", c.num_q_heads), from_meta("D", "head_dim", c.head_dim())});
+}
+
+}  // namespace turboquant::io

@@ -104,6 +104,11 @@ Status resolve_rotation(const Format& format, ConstBuffer pit, core::Rotation* o
   return Status();
 }
 
+Status resolve_tables(const Format& format, const Codebook* user_codebook, ConstBuffer pit, Tables* out) {
+  if (Status s = resolve_codebook(format, user_codebook, &out->codebook); !s.ok()) return s;
+  return resolve_rotation(format, pit, &out->rotation);
+}
+
 Status validate_cache(const ConstCacheView& cache) {
   if (Status s = validate_layout(cache.layout); !s.ok()) return s;
   if (cache.num_blocks < 1) return invalid("cache.num_blocks = " + to_string(cache.num_blocks) + ": must be >= 1");
@@ -157,10 +162,8 @@ Status validate_decode(const ConstCacheView& cache, const DecodeArgs& a) {
                               "[" + to_string(a.batch) + ", " + to_string(a.max_blocks_per_seq) + "] int32");
       !s.ok())
     return s;
-  const Codebook* cb = nullptr;
-  if (Status s = detail::resolve_codebook(l.format, a.codebook, &cb); !s.ok()) return s;
-  core::Rotation rot;
-  if (Status s = detail::resolve_rotation(l.format, a.rotation, &rot); !s.ok()) return s;
+  detail::Tables tables;
+  if (Status s = detail::resolve_tables(l.format, a.codebook, a.rotation, &tables); !s.ok()) return s;
 
   for (int b = 0; b < a.batch; ++b) {
     const std::int32_t len = load<std::int32_t>(a.seq_lens, b);
@@ -200,10 +203,8 @@ Status validate_encode(const ConstCacheView& cache, const EncodeArgs& a) {
                               "[" + to_string(a.num_tokens) + "] int64");
       !s.ok())
     return s;
-  const Codebook* cb = nullptr;
-  if (Status s = detail::resolve_codebook(l.format, a.codebook, &cb); !s.ok()) return s;
-  core::Rotation rot;
-  if (Status s = detail::resolve_rotation(l.format, a.rotation, &rot); !s.ok()) return s;
+  detail::Tables tables;
+  if (Status s = detail::resolve_tables(l.format, a.codebook, a.rotation, &tables); !s.ok()) return s;
 
   const std::int64_t num_slots = cache.num_blocks * l.block_size;
   std::vector<std::int64_t> used;

@@ -88,10 +88,10 @@ Status decode_reference(const ConstCacheView& cache, const DecodeArgs& a) {
   const BlockLayout& l = cache.layout;
   const int dims = l.format.head_dim;
   const int group = a.num_q_heads / l.num_kv_heads;
-  const Codebook* cb = nullptr;
-  core::Rotation rot;
-  (void)detail::resolve_codebook(l.format, a.codebook, &cb);  // validated above
-  (void)detail::resolve_rotation(l.format, a.rotation, &rot);
+  detail::Tables tables;
+  (void)detail::resolve_tables(l.format, a.codebook, a.rotation, &tables);  // validated above
+  const Codebook* cb = tables.codebook;
+  const core::Rotation rot = tables.rotation;
   const auto* seq_lens = static_cast<const std::int32_t*>(a.seq_lens.data);
   const auto* table = static_cast<const std::int32_t*>(a.block_table.data);
   float* lse = static_cast<float*>(a.lse.data);

@@ -31,10 +31,10 @@ Status dequantize_reference(const ConstCacheView& cache, const DequantizeArgs& a
                                                      (b.name[0] == 's' ? "" : " for " + shape));
     }
   }
-  const Codebook* cb = nullptr;
-  core::Rotation rot;
-  if (Status s = detail::resolve_codebook(l.format, a.codebook, &cb); !s.ok()) return s;
-  if (Status s = detail::resolve_rotation(l.format, a.rotation, &rot); !s.ok()) return s;
+  detail::Tables tables;
+  if (Status s = detail::resolve_tables(l.format, a.codebook, a.rotation, &tables); !s.ok()) return s;
+  const Codebook* cb = tables.codebook;
+  const core::Rotation rot = tables.rotation;
   const std::int64_t num_slots = cache.num_blocks * l.block_size;
   for (std::int64_t i = 0; i < a.num_slots; ++i) {
     std::int64_t slot;

@@ -12,10 +12,10 @@ Status encode_reference(const CacheView& cache, const EncodeArgs& a) {
   if (Status s = validate_encode(cache, a); !s.ok()) return s;
   const BlockLayout& l = cache.layout;
   const int dims = l.format.head_dim;
-  const Codebook* cb = nullptr;
-  core::Rotation rot;
-  (void)detail::resolve_codebook(l.format, a.codebook, &cb);  // validated above
-  (void)detail::resolve_rotation(l.format, a.rotation, &rot);
+  detail::Tables tables;
+  (void)detail::resolve_tables(l.format, a.codebook, a.rotation, &tables);  // validated above
+  const Codebook* cb = tables.codebook;
+  const core::Rotation rot = tables.rotation;
   float k[core::kMaxHeadDim];
   float v[core::kMaxHeadDim];
   for (std::int64_t i = 0; i < a.num_tokens; ++i) {

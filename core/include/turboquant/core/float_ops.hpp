@@ -96,4 +96,13 @@ TQ_HD bool is_finite(float x) { return (float_bits(x) & 0x7f800000u) != 0x7f8000
 
 inline constexpr float kInf = __builtin_huge_valf();
 
+// x >> shift (1 <= shift <= 31), rounded to nearest, ties to even: how narrow
+// formats round a significand into their subnormal range.
+TQ_HD constexpr std::uint32_t shift_right_rne(std::uint32_t x, std::uint32_t shift) {
+  const std::uint32_t kept = x >> shift;
+  const std::uint32_t rest = x & ((1u << shift) - 1u);
+  const std::uint32_t half = 1u << (shift - 1);
+  return kept + ((rest > half || (rest == half && (kept & 1u))) ? 1u : 0u);
+}
+
 }  // namespace turboquant::core

@@ -39,12 +39,7 @@ TQ_HD std::uint8_t float_to_fp8_e4m3(float f) {
   // into 8 lands exactly on the smallest normal, 2^-6).
   const std::uint32_t e = abs >> 23;  // 116..120 here, so shift is 21..25
   const std::uint32_t significand = (abs & 0x7fffffu) | 0x800000u;
-  const std::uint32_t shift = 141u - e;
-  const std::uint32_t kept = significand >> shift;
-  const std::uint32_t rest = significand & ((1u << shift) - 1u);
-  const std::uint32_t half = 1u << (shift - 1);
-  const std::uint32_t round_up = (rest > half || (rest == half && (kept & 1u))) ? 1u : 0u;
-  return static_cast<std::uint8_t>(sign | (kept + round_up));
+  return static_cast<std::uint8_t>(sign | shift_right_rne(significand, 141u - e));
 }
 
 }  // namespace turboquant::core

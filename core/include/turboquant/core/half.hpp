@@ -43,12 +43,7 @@ TQ_HD std::uint16_t float_to_fp16(float f) {
   // rounded to nearest even (a carry into 0x400 lands on the smallest normal).
   const std::uint32_t e = abs >> 23;  // 102..112 here, so shift is 14..24
   const std::uint32_t significand = (abs & 0x7fffffu) | 0x800000u;
-  const std::uint32_t shift = 126u - e;
-  const std::uint32_t kept = significand >> shift;
-  const std::uint32_t rest = significand & ((1u << shift) - 1u);
-  const std::uint32_t half = 1u << (shift - 1);
-  const std::uint32_t round_up = (rest > half || (rest == half && (kept & 1u))) ? 1u : 0u;
-  return static_cast<std::uint16_t>(sign | (kept + round_up));
+  return static_cast<std::uint16_t>(sign | shift_right_rne(significand, 126u - e));
 }
 
 // fp16 metadata are clamped to the finite range before narrowing, so that a

@@ -29,7 +29,11 @@ std::string all_preset_names() {
 }
 
 // A JSON value as it appears in the file, shortened for a one-line message.
+// Arrays and objects are never dumped: dump() recurses once per nesting level,
+// and a meta.json of 100,000 '[' overflowed the stack (fuzzing, RELIABILITY.md).
 std::string shown(const json& v) {
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
   std::string s = v.dump();
   return s.size() > 60 ? s.substr(0, 57) + "..." : s;
 }

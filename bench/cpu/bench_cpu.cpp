@@ -1,0 +1,165 @@
+// bench_cpu: the CPU backend's numbers for issue 4 (docs/PERFORMANCE.md).
+// Shape: D 128, Hq 32, Hk 8, block 16, shuffled block table; decode B=1 x
+// 32768, B=4 x 8192, B=16 x 2048 tokens for every preset, 1 and 2 threads;
+// the scalar reference on the same shapes; encode of 4bit_nc. Every benchmark
+// reports, besides its time: cache GB/s (bytes of the token-heads it reads or
+// writes, records and metadata), the fraction of a memory-read bandwidth probe
+// measured in this process with the same thread count, and ns per token-head
+// (per KV head and token, all 4 query heads of the group served).
+//
+//   bench_cpu [--benchmark_filter=decode/4bit_nc] [google benchmark flags]
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "bandwidth_probe.hpp"
+#include "common/random_problem.hpp"
+#include "turboquant/cpu.hpp"
+
+namespace turboquant::bench {
+namespace {
+
+constexpr int kHeadDim = 128;
+constexpr int kKvHeads = 8;
+constexpr int kGroup = 4;  // Hq 32
+constexpr int kBlock = 16;
+
+const char* short_name(Preset p) { return preset_name(p) + 11; }  // drop "turboquant_"
+
+// Caches are built once per (preset, batch, seq_len) and shared by benchmarks.
+const testing::Problem& problem(Preset preset, int batch, int seq_len) {
+  static std::map<std::tuple<int, int, int>, std::unique_ptr<testing::Problem>> cache;
+  auto& slot = cache[{static_cast<int>(preset), batch, seq_len}];
+  if (!slot) {
+    testing::ProblemSpec spec;
+    spec.format = preset_format(preset, kHeadDim);
+    spec.block_size = kBlock;
+    spec.num_kv_heads = kKvHeads;
+    spec.group = kGroup;
+    spec.seq_lens.assign(batch, seq_len);
+    spec.seed = 42;
+    slot = std::make_unique<testing::Problem>(testing::make_problem(spec));
+  }
+  return *slot;
+}
+
+// Time per iteration measured here (wall clock), reported as counters.
+void report(benchmark::State& st, double seconds, double bytes, double token_heads, int threads) {
+  const double per_iter = seconds / static_cast<double>(st.iterations());
+  const double gbps = bytes / per_iter / 1e9;
+  const double probe = read_bandwidth_gbps(threads);
+  st.counters["ms"] = per_iter * 1e3;
+  st.counters["cache_GBps"] = gbps;
+  st.counters["probe_GBps"] = probe;
+  st.counters["frac_probe"] = gbps / probe;
+  st.counters["ns_per_token_head"] = per_iter * 1e9 / token_heads;
+}
+
+// isa: "" = the best, "reference" = decode_reference (single thread).
+void decode(benchmark::State& st, Preset preset, int batch, int seq_len, int threads, std::string isa) {
+  const testing::Problem& p = problem(preset, batch, seq_len);
+  std::vector<float> out, lse;
+  const DecodeArgs a = p.args(out, lse);
+  const CpuOptions opt{threads, isa};
+  double seconds = 0;
+  for (auto _ : st) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Status s = isa == "reference" ? decode_reference(p.view(), a) : decode_cpu(p.view(), a, opt);
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!s.ok()) st.SkipWithError(s.to_string().c_str());
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double token_heads = double(batch) * seq_len * kKvHeads;
+  report(st, seconds, token_heads * p.layout.format.slot_bytes(), token_heads, isa == "reference" ? 1 : threads);
+}
+
+// Encode of `tokens` tokens x Hk heads (fp32 K/V in, a cache slot each).
+void encode(benchmark::State& st, Preset preset, int tokens, int threads, std::string isa) {
+  const testing::Problem& p = problem(preset, 1, tokens);
+  std::vector<std::uint8_t> cache = p.cache;
+  EncodeArgs e;
+  e.keys = {p.keys.data(), p.keys.size() * 4};
+  e.values = {p.values.data(), p.values.size() * 4};
+  e.num_tokens = static_cast<std::int64_t>(p.slots.size());
+  e.slot_mapping = {p.slots.data(), p.slots.size() * 8};
+  e.check_finite = false;  // measure the store, not the input scan
+  const CacheView view{p.layout, cache.data(), p.num_blocks};
+  double seconds = 0;
+  for (auto _ : st) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Status s = isa == "reference" ? encode_reference(view, e) : encode_cpu(view, e, CpuOptions{threads, isa});
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!s.ok()) st.SkipWithError(s.to_string().c_str());
+    benchmark::DoNotOptimize(cache.data());
+  }
+  const double token_heads = double(tokens) * kKvHeads;
+  // Bytes moved: fp32 K and V read, the slot written.
+  const double bytes = token_heads * (2.0 * 4 * kHeadDim + p.layout.format.slot_bytes());
+  report(st, seconds, bytes, token_heads, isa == "reference" ? 1 : threads);
+  st.counters["Mtoken_heads_per_s"] = token_heads / (seconds / static_cast<double>(st.iterations())) / 1e6;
+}
+
+void register_all() {
+  const std::string best = available_isas().back();
+  const std::vector<std::pair<int, int>> shapes = {{1, 32768}, {4, 8192}, {16, 2048}};
+  const auto reg = [](const std::string& name, auto fn) {
+    return benchmark::RegisterBenchmark(name.c_str(), fn)->UseRealTime()->Unit(benchmark::kMillisecond);
+  };
+  for (Preset preset : kAllPresets) {
+    for (auto [batch, seq] : shapes) {
+      for (int threads : {2, 1}) {
+        const std::string name = std::string("decode/") + short_name(preset) + "/B" + std::to_string(batch) + "x" +
+                                 std::to_string(seq) + "/t" + std::to_string(threads) + "/" + best;
+        reg(name, [=](benchmark::State& st) { decode(st, preset, batch, seq, threads, best); });
+      }
+    }
+  }
+  for (const std::string& isa : available_isas()) {
+    if (isa == best) continue;
+    for (auto [batch, seq] : shapes) {
+      const std::string name =
+          "decode/4bit_nc/B" + std::to_string(batch) + "x" + std::to_string(seq) + "/t2/" + isa;
+      reg(name, [=](benchmark::State& st) { decode(st, Preset::k4BitNc, batch, seq, 2, isa); });
+    }
+  }
+  for (Preset preset : kAllPresets) {
+    for (auto [batch, seq] : shapes) {
+      const std::string name = std::string("decode/") + short_name(preset) + "/B" + std::to_string(batch) + "x" +
+                               std::to_string(seq) + "/t1/reference";
+      reg(name, [=](benchmark::State& st) { decode(st, preset, batch, seq, 1, "reference"); })->Iterations(2);
+    }
+  }
+  for (int threads : {2, 1}) {
+    for (const std::string& isa : available_isas()) {
+      const std::string name = "encode/4bit_nc/N8192/t" + std::to_string(threads) + "/" + isa;
+      reg(name, [=](benchmark::State& st) { encode(st, Preset::k4BitNc, 8192, threads, isa); });
+    }
+  }
+  reg("encode/4bit_nc/N8192/t1/reference",
+      [](benchmark::State& st) { encode(st, Preset::k4BitNc, 8192, 1, "reference"); })
+      ->Iterations(3);
+}
+
+}  // namespace
+}  // namespace turboquant::bench
+
+int main(int argc, char** argv) {
+  using namespace turboquant;
+  benchmark::Initialize(&argc, argv);
+  benchmark::AddCustomContext("cpu_backend", cpu_backend_name());
+  std::string isas;
+  for (const std::string& s : available_isas()) isas += s + " ";
+  benchmark::AddCustomContext("available_isas", isas);
+  benchmark::AddCustomContext("hardware_threads", std::to_string(std::thread::hardware_concurrency()));
+  bench::register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

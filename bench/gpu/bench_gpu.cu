@@ -1,0 +1,337 @@
+// bench_gpu: decode (strict and fast, all four presets) and encode on the GPU,
+// timed with CUDA events over CUDA-graph replays, each result also given as a
+// fraction of a device-to-device copy ceiling measured in the same run.
+//
+//   bench_gpu [--csv FILE] [--reps N] [--quick]
+//
+// Decode shapes (B x seq): 1x4096, 1x32768, 8x8192, 32x8192, 64x4096,
+// 16x32768; D 128, Hq 32, Hk 8, block 16, 32 splits, bf16 query and output.
+// Bytes counted = cache bytes of the tokens read + query + output. Small
+// caches are replicated and the graph cycles through the copies, so that the
+// timed reads come from HBM, not L2.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "turboquant/core/token_codec.hpp"
+#include "turboquant/cuda.hpp"
+
+namespace {
+
+using namespace turboquant;
+
+#define CHECK_CUDA(call)                                                                    \
+  do {                                                                                      \
+    const cudaError_t e_ = (call);                                                          \
+    if (e_ != cudaSuccess) {                                                                \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                         \
+    }                                                                                       \
+  } while (0)
+#define CHECK_TQ(expr)                                                                      \
+  do {                                                                                      \
+    const Status s_ = (expr);                                                               \
+    if (!s_.ok()) {                                                                         \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, s_.to_string().c_str());      \
+      std::exit(2);                                                                         \
+    }                                                                                       \
+  } while (0)
+
+__device__ __forceinline__ std::uint32_t hash32(std::uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return static_cast<std::uint32_t>(x);
+}
+
+// Random cache content: uniform code bytes (FP8 keys of moderate size), fp16
+// metadata in realistic ranges. One thread per 4 bytes of a block.
+__global__ void fill_cache(BlockLayout l, std::uint8_t* cache, std::int64_t num_blocks, std::uint64_t seed) {
+  const std::int64_t words = l.block_bytes() / 4;
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < num_blocks * words;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    std::uint32_t w = hash32(seed * 0x9e3779b97f4a7c15ull + i);
+    // FP8 keys: exponent field 6..9, i.e. |k| in [0.5, 4) (raw random bytes reach 448).
+    if (l.format.fp8_keys() && (i * 4) % l.block_bytes() < l.meta_offset()) {
+      w = (w & 0x87878787u) | (((w >> 3) & 0x03030303u) + 0x06060606u) << 3;
+    }
+    reinterpret_cast<std::uint32_t*>(cache)[i] = w;
+  }
+}
+
+__global__ void fill_meta(BlockLayout l, std::uint8_t* cache, std::int64_t num_blocks, std::uint64_t seed) {
+  const std::int64_t per_block = std::int64_t{l.block_size} * l.num_kv_heads;
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < num_blocks * per_block;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t blk = i / per_block;
+    const int t = static_cast<int>(i % l.block_size);
+    const int h = static_cast<int>(i / l.block_size % l.num_kv_heads);
+    std::uint8_t* block = cache + l.block_base(blk);
+    const float u0 = (hash32(seed + 3 * i) >> 8) * 0x1p-24f;
+    const float u1 = (hash32(seed + 3 * i + 1) >> 8) * 0x1p-24f;
+    const float u2 = (hash32(seed + 3 * i + 2) >> 8) * 0x1p-24f;
+    if (!l.format.fp8_keys()) core::write_meta(l, block, t, h, MetaField::kKeyNorm, 0.5f + 1.5f * u0);
+    core::write_meta(l, block, t, h, MetaField::kValueScale, 0.01f + 0.3f * u1);
+    core::write_meta(l, block, t, h, MetaField::kValueZero, -1.2f * u2);
+  }
+}
+
+__global__ void fill_bf16(std::uint16_t* x, std::int64_t n, std::uint64_t seed) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const float u = ((hash32(seed + i) >> 8) * 0x1p-24f - 0.5f) * 3.4f;
+    x[i] = core::float_to_bf16(u);
+  }
+}
+
+struct Timer {
+  cudaEvent_t a, b;
+  Timer() {
+    CHECK_CUDA(cudaEventCreate(&a));
+    CHECK_CUDA(cudaEventCreate(&b));
+  }
+  ~Timer() {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+  }
+};
+
+// Median milliseconds of `reps` timed replays of `exec` (after warm-up).
+double time_graph(cudaGraphExec_t exec, cudaStream_t s, int reps) {
+  Timer t;
+  for (int i = 0; i < 3; ++i) CHECK_CUDA(cudaGraphLaunch(exec, s));
+  std::vector<float> ms(reps);
+  for (int i = 0; i < reps; ++i) {
+    CHECK_CUDA(cudaEventRecord(t.a, s));
+    CHECK_CUDA(cudaGraphLaunch(exec, s));
+    CHECK_CUDA(cudaEventRecord(t.b, s));
+    CHECK_CUDA(cudaEventSynchronize(t.b));
+    CHECK_CUDA(cudaEventElapsedTime(&ms[i], t.a, t.b));
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[reps / 2];
+}
+
+double copy_ceiling_gbs(cudaStream_t s) {
+  const std::size_t bytes = std::size_t(1) << 31;  // 2 GiB each way
+  void *src, *dst;
+  CHECK_CUDA(cudaMalloc(&src, bytes));
+  CHECK_CUDA(cudaMalloc(&dst, bytes));
+  CHECK_CUDA(cudaMemsetAsync(src, 1, bytes, s));
+  Timer t;
+  std::vector<float> ms(15);
+  for (int i = -2; i < 15; ++i) {
+    CHECK_CUDA(cudaEventRecord(t.a, s));
+    CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+    CHECK_CUDA(cudaEventRecord(t.b, s));
+    CHECK_CUDA(cudaEventSynchronize(t.b));
+    if (i >= 0) CHECK_CUDA(cudaEventElapsedTime(&ms[i], t.a, t.b));
+  }
+  std::sort(ms.begin(), ms.end());
+  CHECK_CUDA(cudaFree(src));
+  CHECK_CUDA(cudaFree(dst));
+  return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;
+}
+
+struct Shape {
+  int batch;
+  int seq;
+};
+
+struct Row {
+  std::string what;
+  double us;
+  double gbs;
+  double frac;
+};
+
+std::vector<Row> g_rows;
+std::FILE* g_csv = nullptr;
+
+void report(const std::string& what, double us, double bytes, double ceiling) {
+  const double gbs = bytes / (us * 1e-6) / 1e9;
+  g_rows.push_back({what, us, gbs, gbs / ceiling});
+  std::printf("%-44s %10.1f us %8.0f GB/s %6.1f%% of copy\n", what.c_str(), us, gbs, 100.0 * gbs / ceiling);
+  std::fflush(stdout);
+  if (g_csv) std::fprintf(g_csv, "%s,%.2f,%.1f,%.4f\n", what.c_str(), us, gbs, gbs / ceiling);
+}
+
+void bench_decode(Preset preset, Shape shape, double ceiling, int reps, cudaStream_t s) {
+  const int dims = 128, hk = 8, hq = 32, bs = 16, splits = 32;
+  const BlockLayout l{preset_format(preset, dims), bs, hk};
+  const int blocks_per_seq = (shape.seq + bs - 1) / bs;
+  const std::int64_t num_blocks = std::int64_t{shape.batch} * blocks_per_seq + 1;
+  const std::size_t cache_bytes = static_cast<std::size_t>(num_blocks * l.block_bytes());
+  const int copies = static_cast<int>(std::max<std::size_t>(1, (std::size_t(384) << 20) / cache_bytes));
+  std::uint8_t* cache;
+  CHECK_CUDA(cudaMalloc(&cache, cache_bytes * copies));
+  fill_cache<<<4096, 256, 0, s>>>(l, cache, num_blocks * copies, 1234 + static_cast<int>(preset));
+  fill_meta<<<4096, 256, 0, s>>>(l, cache, num_blocks * copies, 77);
+  CHECK_CUDA(cudaGetLastError());
+  std::vector<std::int32_t> table(std::size_t(shape.batch) * blocks_per_seq);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937(5));
+  std::vector<std::int32_t> lens(shape.batch, shape.seq);
+  std::int32_t *d_table, *d_lens;
+  std::uint16_t *d_q, *d_out;
+  float* d_lse;
+  const std::size_t rows = std::size_t(shape.batch) * hq;
+  CHECK_CUDA(cudaMalloc(&d_table, table.size() * 4));
+  CHECK_CUDA(cudaMalloc(&d_lens, lens.size() * 4));
+  CHECK_CUDA(cudaMalloc(&d_q, rows * dims * 2));
+  CHECK_CUDA(cudaMalloc(&d_out, rows * dims * 2));
+  CHECK_CUDA(cudaMalloc(&d_lse, rows * 4));
+  CHECK_CUDA(cudaMemcpy(d_table, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(d_lens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice));
+  fill_bf16<<<256, 256, 0, s>>>(d_q, std::int64_t(rows) * dims, 9);
+  const std::size_t ws_bytes = cuda::decode_workspace_bytes(shape.batch, hq, splits, dims);
+  void* ws;
+  CHECK_CUDA(cudaMalloc(&ws, ws_bytes));
+  CHECK_CUDA(cudaStreamSynchronize(s));
+
+  DecodeArgs a;
+  a.query = {d_q, rows * dims * 2};
+  a.query_dtype = DType::kBFloat16;
+  a.batch = shape.batch;
+  a.num_q_heads = hq;
+  a.block_table = {d_table, table.size() * 4};
+  a.max_blocks_per_seq = blocks_per_seq;
+  a.seq_lens = {d_lens, lens.size() * 4};
+  a.softmax_scale = 1.0f / std::sqrt(float(dims));
+  a.num_splits = splits;
+  a.out = {d_out, rows * dims * 2};
+  a.out_dtype = DType::kBFloat16;
+  a.lse = {d_lse, rows * 4};
+  const double bytes = double(shape.batch) * shape.seq * hk * l.format.slot_bytes() + 2.0 * rows * dims * 2;
+  std::vector<float> results[2];
+  for (cuda::CudaMode mode : {cuda::CudaMode::kFast, cuda::CudaMode::kStrict}) {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    // Warm-up outside the capture (module load, smem attributes).
+    CHECK_TQ(cuda::decode(ConstCacheView(l, cache, num_blocks), a, mode, {ws, ws_bytes}, s));
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    for (int c = 0; c < copies; ++c) {
+      CHECK_TQ(cuda::decode(ConstCacheView(l, cache + cache_bytes * c, num_blocks), a, mode, {ws, ws_bytes}, s));
+    }
+    CHECK_CUDA(cudaStreamEndCapture(s, &graph));
+    CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    const double us = time_graph(exec, s, reps) * 1e3 / copies;
+    char name[128];
+    std::snprintf(name, sizeof name, "decode %-5s %-8s %2dx%-6d", cuda::mode_name(mode), preset_name(preset) + 11,
+                  shape.batch, shape.seq);
+    report(name, us, bytes, ceiling);
+    // Output of the last replay (copy 'copies-1'), to compare the modes.
+    std::vector<std::uint16_t> out(rows * dims);
+    CHECK_CUDA(cudaMemcpy(out.data(), d_out, out.size() * 2, cudaMemcpyDeviceToHost));
+    auto& r = results[mode == cuda::CudaMode::kFast ? 0 : 1];
+    for (std::uint16_t v : out) r.push_back(core::bf16_to_float(v));
+    CHECK_CUDA(cudaGraphExecDestroy(exec));
+    CHECK_CUDA(cudaGraphDestroy(graph));
+  }
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < results[0].size(); ++i) {
+    num += std::pow(double(results[0][i]) - results[1][i], 2);
+    den += std::pow(double(results[1][i]), 2);
+  }
+  std::printf("    fast vs strict rel_l2 %.2e (bf16 output)\n", std::sqrt(num / std::max(den, 1e-30)));
+  CHECK_CUDA(cudaFree(cache));
+  CHECK_CUDA(cudaFree(d_table));
+  CHECK_CUDA(cudaFree(d_lens));
+  CHECK_CUDA(cudaFree(d_q));
+  CHECK_CUDA(cudaFree(d_out));
+  CHECK_CUDA(cudaFree(d_lse));
+  CHECK_CUDA(cudaFree(ws));
+}
+
+void bench_encode(Preset preset, std::int64_t tokens, double ceiling, int reps, cudaStream_t s) {
+  const int dims = 128, hk = 8, bs = 16;
+  const BlockLayout l{preset_format(preset, dims), bs, hk};
+  const std::int64_t num_blocks = (tokens + bs - 1) / bs;
+  const std::size_t kv = std::size_t(tokens) * hk * dims;
+  std::uint8_t* cache;
+  std::uint16_t *k, *v;
+  std::int64_t* slots;
+  CHECK_CUDA(cudaMalloc(&cache, num_blocks * l.block_bytes()));
+  CHECK_CUDA(cudaMalloc(&k, kv * 2));
+  CHECK_CUDA(cudaMalloc(&v, kv * 2));
+  CHECK_CUDA(cudaMalloc(&slots, tokens * 8));
+  fill_bf16<<<4096, 256, 0, s>>>(k, kv, 1);
+  fill_bf16<<<4096, 256, 0, s>>>(v, kv, 2);
+  std::vector<std::int64_t> h_slots(tokens);
+  std::iota(h_slots.begin(), h_slots.end(), 0);
+  std::shuffle(h_slots.begin(), h_slots.end(), std::mt19937(3));
+  CHECK_CUDA(cudaMemcpy(slots, h_slots.data(), tokens * 8, cudaMemcpyHostToDevice));
+  EncodeArgs a;
+  a.keys = {k, kv * 2};
+  a.values = {v, kv * 2};
+  a.dtype = DType::kBFloat16;
+  a.num_tokens = tokens;
+  a.slot_mapping = {slots, std::size_t(tokens) * 8};
+  const CacheView view{l, cache, num_blocks};
+  CHECK_TQ(cuda::encode(view, a, s));
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  CHECK_TQ(cuda::encode(view, a, s));
+  CHECK_CUDA(cudaStreamEndCapture(s, &graph));
+  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  const double us = time_graph(exec, s, reps) * 1e3;
+  const double bytes = 2.0 * kv * 2 + double(tokens) * hk * l.format.slot_bytes();
+  char name[128];
+  std::snprintf(name, sizeof name, "encode %-8s %lldx%d bf16", preset_name(preset) + 11, (long long)tokens, hk);
+  report(name, us, bytes, ceiling);
+  CHECK_CUDA(cudaGraphExecDestroy(exec));
+  CHECK_CUDA(cudaGraphDestroy(graph));
+  CHECK_CUDA(cudaFree(cache));
+  CHECK_CUDA(cudaFree(k));
+  CHECK_CUDA(cudaFree(v));
+  CHECK_CUDA(cudaFree(slots));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 20;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) g_csv = std::fopen(argv[++i], "w");
+    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--quick")) quick = true;
+  }
+  if (const Status st = cuda::device_status(); !st.ok()) {
+    std::fprintf(stderr, "bench_gpu: %s\n", st.to_string().c_str());
+    return 3;
+  }
+  std::printf("device: %s\n", cuda::device_description().c_str());
+  cudaStream_t s;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const double ceiling = copy_ceiling_gbs(s);
+  std::printf("copy ceiling (D2D 2 GiB, read + write): %.0f GB/s\n", ceiling);
+  if (g_csv) std::fprintf(g_csv, "what,us,GBps,fraction_of_copy\ncopy_ceiling,0,%.1f,1\n", ceiling);
+  std::vector<Shape> shapes = {{1, 4096}, {1, 32768}, {8, 8192}, {32, 8192}, {64, 4096}, {16, 32768}};
+  if (quick) shapes = {{1, 4096}, {16, 32768}};
+  for (Preset preset : {Preset::k4BitNc, Preset::kK8V4, Preset::kK3V4Nc, Preset::k3BitNc}) {
+    for (Shape sh : shapes) bench_decode(preset, sh, ceiling, reps, s);
+  }
+  for (Preset preset : {Preset::k4BitNc, Preset::kK8V4, Preset::kK3V4Nc, Preset::k3BitNc}) {
+    bench_encode(preset, 65536, ceiling, reps, s);
+  }
+  std::printf("\nsummary (us, fraction of copy ceiling %.0f GB/s)\n", ceiling);
+  for (const Row& r : g_rows) std::printf("  %-44s %9.1f %6.3f\n", r.what.c_str(), r.us, r.frac);
+  if (g_csv) std::fclose(g_csv);
+  CHECK_CUDA(cudaStreamDestroy(s));
+  return 0;
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# One full device session: build, tests, benchmarks, sanitizers; logs to $OUT.
+#   bash bench/gpu/run_h200.sh [steps]   steps: comma list of
+#   build,test,bench,sdpa,memcheck,racecheck,ncu (default: all but ncu)
+# Stops starting new steps when less than TQ_RESERVE_S seconds of the
+# TQ_BUDGET_S budget remain (the device command limit is 600 s).
+set -u
+steps=${1:-build,test,bench,sdpa,memcheck,racecheck}
+OUT=${OUT:-/tmp/tq-out}
+mkdir -p "$OUT"
+budget=${TQ_BUDGET_S:-570}
+start=$(date +%s)
+left() { echo $((budget - ($(date +%s) - start))); }
+has() { [[ ",$steps," == *",$1,"* ]]; }
+log() { echo "== [$(( $(date +%s) - start ))s] $*" | tee -a "$OUT/info.log"; }
+run_step() {  # name seconds cmd...
+  local name=$1 secs=$2; shift 2
+  local l; l=$(left)
+  if (( l < 20 )); then log "skip $name (only ${l}s left)"; return 0; fi
+  (( secs > l - 10 )) && secs=$((l - 10))
+  log "start $name (limit ${secs}s)"
+  timeout -k 5 "$secs" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  log "end $name rc=$rc"
+  tail -n 40 "$OUT/$name.log"
+  return $rc
+}
+
+source .gpu-deps/setup.sh > "$OUT/info.log" 2>&1
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv; nproc; } >> "$OUT/info.log" 2>&1
+B=build-gpu
+build() {
+  local cfg=(-S . -B $B -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release -DTURBOQUANT_ENABLE_CUDA=ON)
+  if ! cmake "${cfg[@]}" -DTURBOQUANT_ENABLE_BENCH=ON -DTURBOQUANT_ENABLE_TOOLS=OFF; then
+    echo "configure with benchmarks failed; retrying without (bench_gpu built by hand)"
+    cmake "${cfg[@]}" -DTURBOQUANT_ENABLE_BENCH=OFF -DTURBOQUANT_ENABLE_TOOLS=OFF || return 1
+  fi
+  cmake --build $B --target test_gpu -j16 || return 1
+  if cmake --build $B --target help | grep -q bench_gpu; then
+    cmake --build $B --target bench_gpu -j16 || return 1
+  else
+    mkdir -p $B/bench/gpu
+    nvcc -std=c++20 -O3 -arch=sm_90 -Icore/include -Iinclude bench/gpu/bench_gpu.cu \
+      $B/gpu/libturboquant_cuda.a $B/core/libturboquant_core.a -o $B/bench/gpu/bench_gpu || return 1
+  fi
+}
+export -f build
+export B
+has build && { run_step build 300 bash -c build || { log "build failed"; exit 1; }; }
+has test && run_step test 200 $B/tests/test_gpu --gtest_color=no
+has bench && run_step bench 150 $B/bench/gpu/bench_gpu --csv "$OUT/bench.csv"
+has sdpa && PYTHONUNBUFFERED=1 run_step sdpa 90 python3 bench/gpu/sdpa_baseline.py --csv "$OUT/sdpa.csv"
+SAN_FILTER='GpuCases.*:GpuGraph.*'
+has memcheck && run_step memcheck 120 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
+  $B/tests/test_gpu --gtest_filter="$SAN_FILTER" --gtest_color=no
+has racecheck && run_step racecheck 120 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 \
+  $B/tests/test_gpu --gtest_filter="GpuCases.*" --gtest_color=no
+if has ncu; then
+  run_step ncu 150 ncu --clock-control none --kernel-name regex:fast_decode_kernel --launch-skip 8 --launch-count 1 \
+    --set full $B/bench/gpu/bench_gpu --quick --reps 3
+fi
+log "done"

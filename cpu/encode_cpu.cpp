@@ -1,0 +1,50 @@
+// encode_cpu: validation, then tokens in parallel (every token-head writes
+// only its own slot's bytes, so the order does not matter).
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "parallel.hpp"
+#include "simd/dispatch.hpp"
+#include "turboquant/cpu.hpp"
+#include "turboquant/detail/validate.hpp"
+
+namespace turboquant {
+
+Status encode_cpu(const CacheView& cache, const EncodeArgs& a, const CpuOptions& options) {
+  if (options.threads < 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  "options.threads = " + std::to_string(options.threads) + ": must be >= 0 (0: all)");
+  }
+  if (Status s = validate_encode(cache, a); !s.ok()) return s;
+  const cpu::IsaKernels* k = nullptr;
+  if (Status s = cpu::select_isa(options.isa, &k); !s.ok()) return s;
+  if (a.num_tokens == 0) return Status();
+
+  cpu::EncodeProblem p;
+  p.cache = cache.data;
+  p.layout = cache.layout;
+  p.keys = a.keys.data;
+  p.values = a.values.data;
+  p.dtype = a.dtype;
+  p.slot_mapping = a.slot_mapping.data;
+  (void)detail::resolve_codebook(cache.layout.format, a.codebook, &p.codebook);  // validated above
+  (void)detail::resolve_rotation(cache.layout.format, a.rotation, &p.rotation);
+  for (int i = 0; i + 2 < p.codebook->size(); ++i) {
+    if (!(p.codebook->midpoints[i] <= p.codebook->midpoints[i + 1])) p.midpoints_sorted = false;
+  }
+
+  // About 64 token-heads per task.
+  const std::int64_t grain = std::max<std::int64_t>(1, 64 / cache.layout.num_kv_heads);
+  const auto body = [&] {
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, a.num_tokens, grain),
+                      [&](const tbb::blocked_range<std::int64_t>& r) { k->encode_tokens(p, r.begin(), r.end()); });
+  };
+  if (options.threads > 0) {
+    cpu::arena_for(options.threads).execute(body);
+  } else {
+    body();
+  }
+  return Status();
+}
+
+}  // namespace turboquant

@@ -1,0 +1,93 @@
+// The ISA table and the run-time CPU checks (baseline flags: this file runs on
+// every x86-64 CPU).
+#include "dispatch.hpp"
+
+#include <cstdlib>
+#include <xsimd/xsimd.hpp>
+
+namespace turboquant::cpu {
+
+extern const IsaKernels kScalarKernels;
+#if TQ_HAVE_AVX512_KERNELS
+extern const IsaKernels kAvx512Kernels;
+#endif
+#if TQ_HAVE_AVX2_KERNELS
+extern const IsaKernels kAvx2Kernels;
+#endif
+
+namespace {
+
+struct IsaEntry {
+  const IsaKernels* kernels;
+  bool supported;
+};
+
+// High to low, the baseline last. Detected once.
+const std::vector<IsaEntry>& isa_table() {
+  static const std::vector<IsaEntry> table = [] {
+    const auto cpu = xsimd::available_architectures();
+    __builtin_cpu_init();
+    std::vector<IsaEntry> t;
+#if TQ_HAVE_AVX512_KERNELS
+    // xsimd's avx512bw implies F, CD, DQ, BW (and OS support of the zmm state).
+    t.push_back({&kAvx512Kernels, cpu.avx512bw && __builtin_cpu_supports("avx512vl") &&
+                                      __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("f16c") &&
+                                      cpu.fma3_avx2});
+#endif
+#if TQ_HAVE_AVX2_KERNELS
+    t.push_back({&kAvx2Kernels, cpu.fma3_avx2 && __builtin_cpu_supports("f16c")});
+#endif
+    t.push_back({&kScalarKernels, true});
+    return t;
+  }();
+  return table;
+}
+
+std::string known_names() {
+  std::string s;
+  for (const IsaEntry& e : isa_table()) s += std::string(s.empty() ? "" : ", ") + e.kernels->name;
+  return s;
+}
+
+std::string runnable_names() {
+  std::string s;
+  for (const std::string& n : runnable_isas()) s += std::string(s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> runnable_isas() {
+  std::vector<std::string> names;
+  const auto& t = isa_table();
+  for (auto it = t.rbegin(); it != t.rend(); ++it) {
+    if (it->supported) names.emplace_back(it->kernels->name);
+  }
+  return names;
+}
+
+Status select_isa(std::string_view requested, const IsaKernels** out) {
+  std::string_view source = "isa";
+  if (requested.empty()) {
+    if (const char* env = std::getenv("TURBOQUANT_ISA"); env != nullptr && *env != '\0') {
+      requested = env;
+      source = "TURBOQUANT_ISA";
+    }
+  }
+  for (const IsaEntry& e : isa_table()) {
+    if (!requested.empty() && requested != e.kernels->name) continue;
+    if (e.supported) {
+      *out = e.kernels;
+      return Status();
+    }
+    if (!requested.empty()) {
+      return Status(StatusCode::kBackendUnavailable, std::string(source) + " = \"" + std::string(requested) +
+                                                         "\": this CPU cannot run it (available: " +
+                                                         runnable_names() + ")");
+    }
+  }
+  return Status(StatusCode::kBackendUnavailable, std::string(source) + " = \"" + std::string(requested) +
+                                                     "\" is not a known ISA (known: " + known_names() + ")");
+}
+
+}  // namespace turboquant::cpu

@@ -1,0 +1,87 @@
+// The private interface between the CPU backend's driver (decode_cpu.cpp,
+// encode_cpu.cpp: validation, TBB tasks, workspace) and its per-ISA kernels
+// (isa_*.cpp, each compiled with its own -m flags). Plain data and function
+// pointers only: no xsimd, no TBB, no std containers, so the same header is
+// safe to include from every ISA's translation unit.
+#pragma once
+
+#include <cstdint>
+
+#include "turboquant/core/block_layout.hpp"
+#include "turboquant/core/codebook.hpp"
+#include "turboquant/core/rotation.hpp"
+#include "turboquant/core/softmax.hpp"
+#include "turboquant/dtype.hpp"
+
+namespace turboquant::cpu {
+
+// One decode call, after validation. Work item (b, h, s) = sequence b, KV head
+// h, split s of core::split_range(seq_lens[b], num_splits, s); it serves the
+// `group` query heads h*group .. h*group+group-1 from one pass over its bytes.
+struct DecodeProblem {
+  const std::uint8_t* cache = nullptr;
+  core::BlockLayout layout;
+  const std::int32_t* block_table = nullptr;  // [batch][max_blocks_per_seq]
+  int max_blocks_per_seq = 0;
+  const std::int32_t* seq_lens = nullptr;     // [batch]
+  int num_splits = 1;
+  int num_q_heads = 0;
+  int group = 1;
+  const float* queries = nullptr;  // [batch][num_q_heads][head_dim]: rotated, times softmax_scale*log2(e)
+  const core::Codebook* codebook = nullptr;  // Lloyd-Max keys only
+  float* partials = nullptr;  // [batch][num_kv_heads][num_splits][group] x partial_floats()
+
+  int head_dim() const { return layout.format.head_dim; }
+  // One partial: acc[head_dim] (unnormalized), then max, sum; padded so that
+  // every acc starts 64-byte aligned when `partials` is.
+  std::int64_t partial_floats() const { return head_dim() + 16; }
+  float* partial(int b, int h, int s, int g) const {
+    const std::int64_t item = (std::int64_t{b} * layout.num_kv_heads + h) * num_splits + s;
+    return partials + (item * group + g) * partial_floats();
+  }
+  const float* query(int b, int q_head) const {
+    return queries + (std::int64_t{b} * num_q_heads + q_head) * head_dim();
+  }
+};
+
+// Floats of per-task scratch a decode work item needs (any ISA).
+inline std::int64_t decode_scratch_floats(int group) {
+  return std::int64_t{group} * (16 * 16 + 3 * 16) + 16 * 16 + core::kMaxHeadDim + 64;
+}
+
+// One encode call, after validation.
+struct EncodeProblem {
+  std::uint8_t* cache = nullptr;
+  core::BlockLayout layout;
+  const void* keys = nullptr;    // [num_tokens][num_kv_heads][head_dim] of dtype
+  const void* values = nullptr;  // same
+  DType dtype = DType::kFloat32;
+  const void* slot_mapping = nullptr;  // int64 [num_tokens], possibly unaligned
+  const core::Codebook* codebook = nullptr;
+  bool midpoints_sorted = true;  // bucketize may binary-search (same result as counting)
+  core::Rotation rotation;
+};
+
+struct IsaKernels {
+  const char* name;  // "scalar", "avx2", "avx512"
+  // Computes the partials of work item (b, h, s); does nothing for an empty split.
+  void (*decode_item)(const DecodeProblem& p, int b, int h, int s, float* scratch);
+  // Merges the splits of (b, q_head) into out_row[head_dim] (fp32) and *lse.
+  void (*merge_row)(const DecodeProblem& p, int b, int q_head, float* out_row, float* lse);
+  // Stores tokens [begin, end) (all KV heads each).
+  void (*encode_tokens)(const EncodeProblem& p, std::int64_t begin, std::int64_t end);
+};
+
+// Scalar steps the SIMD kernels fall back to for rare inputs (NaN scores, FP8
+// NaN codes, non-finite K/V). Compiled with baseline flags in scalar_kernels.cpp
+// so that no ISA translation unit emits its own copy of an inline core function.
+namespace fallback {
+float exp2(float x);
+float log2(float x);
+float fold_tile(core::SoftmaxState& state, const float* scores, int n, float* probs);
+void decode_fp8(const std::uint8_t* bytes, int dims, float* out);
+void encode_fp8(const float* k, int dims, std::uint8_t* out);
+void encode_token_head(const EncodeProblem& p, std::uint8_t* block, int t, int h, const float* k, const float* v);
+}  // namespace fallback
+
+}  // namespace turboquant::cpu

@@ -1,0 +1,171 @@
+// Decode entry points: host-side checks, workspace layout, kernel selection.
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "arg_checks.hpp"
+#include "cuda_check.hpp"
+#include "launch.hpp"
+#include "turboquant/core/exp2_log.hpp"
+#include "turboquant/cuda.hpp"
+#include "turboquant/detail/validate.hpp"
+
+namespace turboquant::cuda {
+namespace {
+
+using detail::check_buffer;
+using detail::invalid_argument;
+using detail::shape_string;
+
+constexpr std::size_t kWorkspaceAlign = 256;
+constexpr int kMaxGridYZ = 65535;
+
+std::size_t align_up(std::size_t x) { return (x + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+
+struct WorkspaceLayout {
+  std::size_t ml_offset = 0;  // partial (max, sum) after the accumulators
+  std::size_t total = 0;
+};
+
+WorkspaceLayout workspace_layout(int batch, int num_q_heads, int num_splits, int head_dim) {
+  const std::size_t partials = std::size_t(batch) * num_q_heads * num_splits;
+  WorkspaceLayout w;
+  w.ml_offset = align_up(partials * head_dim * sizeof(float));
+  w.total = w.ml_offset + align_up(partials * 2 * sizeof(float));
+  return w;
+}
+
+int heads_per_block(bool fast) { return fast ? detail::kFastHeadsPerBlock : detail::kStrictHeadsPerBlock; }
+
+bool uses_fast_kernel(const ConstCacheView& cache, CudaMode mode) {
+  const Format& f = cache.layout.format;
+  return mode == CudaMode::kFast && detail::fast_decode_supported(f.head_dim, f.key_bits, f.value_bits) &&
+         cache.layout.block_size % 16 == 0 && reinterpret_cast<std::uintptr_t>(cache.data) % 16 == 0;
+}
+
+}  // namespace
+
+std::size_t decode_workspace_bytes(int max_batch, int num_q_heads, int num_splits, int head_dim) {
+  if (max_batch <= 0 || num_q_heads <= 0 || num_splits <= 0 || head_dim <= 0) return 0;
+  return workspace_layout(max_batch, num_q_heads, num_splits, head_dim).total;
+}
+
+Status decode_can_implement(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode) {
+  if (Status s = turboquant::detail::validate_cache(cache); !s.ok()) return s;
+  const BlockLayout& l = cache.layout;
+  const int dims = l.format.head_dim;
+  if (!detail::decode_head_dim_supported(dims)) {
+    return Status(StatusCode::kUnsupported, "head_dim = " + std::to_string(dims) + ": the CUDA decode supports 64, 128 and 256");
+  }
+  if (a.batch < 0 || a.batch > kMaxGridYZ) {
+    return invalid_argument("batch = " + std::to_string(a.batch) + ": must be in [0, 65535]");
+  }
+  if (a.num_q_heads < 1) return invalid_argument("num_q_heads = " + std::to_string(a.num_q_heads) + ": must be >= 1");
+  if (a.num_q_heads % l.num_kv_heads != 0) {
+    return invalid_argument("num_q_heads = " + std::to_string(a.num_q_heads) +
+                            " is not a multiple of num_kv_heads = " + std::to_string(l.num_kv_heads));
+  }
+  if (a.max_blocks_per_seq < 0) {
+    return invalid_argument("max_blocks_per_seq = " + std::to_string(a.max_blocks_per_seq) + ": must be >= 0");
+  }
+  if (!std::isfinite(a.softmax_scale)) {
+    return Status(StatusCode::kNonFinite, "softmax_scale = " + std::to_string(a.softmax_scale) + " is not finite");
+  }
+  if (a.num_splits < 1 || a.num_splits > 1024) {
+    return invalid_argument("num_splits = " + std::to_string(a.num_splits) + ": must be in [1, 1024]");
+  }
+  const int group = a.num_q_heads / l.num_kv_heads;
+  const int chunks = (group + heads_per_block(uses_fast_kernel(cache, mode)) - 1) /
+                     heads_per_block(uses_fast_kernel(cache, mode));
+  if (std::int64_t{l.num_kv_heads} * chunks > kMaxGridYZ) {
+    return Status(StatusCode::kUnsupported, "num_kv_heads x head chunks exceeds the grid limit 65535");
+  }
+  const std::size_t rows = std::size_t(a.batch) * a.num_q_heads;
+  if (Status s = check_buffer("query", a.query.data, a.query.bytes, rows * dims * dtype_size(a.query_dtype),
+                              shape_string({a.batch, a.num_q_heads, dims}, dtype_name(a.query_dtype)));
+      !s.ok())
+    return s;
+  if (Status s = check_buffer("out", a.out.data, a.out.bytes, rows * dims * dtype_size(a.out_dtype),
+                              shape_string({a.batch, a.num_q_heads, dims}, dtype_name(a.out_dtype)));
+      !s.ok())
+    return s;
+  if (a.lse.data != nullptr || a.lse.bytes != 0) {
+    if (Status s = check_buffer("lse", a.lse.data, a.lse.bytes, rows * 4, shape_string({a.batch, a.num_q_heads}, "float32"));
+        !s.ok())
+      return s;
+  }
+  if (Status s = check_buffer("seq_lens", a.seq_lens.data, a.seq_lens.bytes, std::size_t(a.batch) * 4,
+                              shape_string({a.batch}, "int32"));
+      !s.ok())
+    return s;
+  if (Status s = check_buffer("block_table", a.block_table.data, a.block_table.bytes,
+                              std::size_t(a.batch) * a.max_blocks_per_seq * 4,
+                              shape_string({a.batch, a.max_blocks_per_seq}, "int32"));
+      !s.ok())
+    return s;
+  const Codebook* cb = nullptr;
+  if (Status s = turboquant::detail::resolve_codebook(l.format, a.codebook, &cb); !s.ok()) return s;
+  if (a.rotation.data != nullptr || a.rotation.bytes != 0) {
+    if (l.format.fp8_keys()) return invalid_argument("rotation given, but FP8 keys are not rotated");
+    if (Status s = check_buffer("rotation", a.rotation.data, a.rotation.bytes, std::size_t(dims) * dims * 4,
+                                shape_string({dims, dims}, "float32"));
+        !s.ok())
+      return s;
+  }
+  return Status();
+}
+
+const char* decode_kernel_name(const ConstCacheView& cache, const DecodeArgs&, CudaMode mode) {
+  return uses_fast_kernel(cache, mode) ? "cuda:fast" : "cuda:strict";
+}
+
+Status decode(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode, MutableBuffer workspace, void* stream) {
+  if (Status s = decode_can_implement(cache, a, mode); !s.ok()) return s;
+  if (a.batch == 0) return Status();
+  const BlockLayout& l = cache.layout;
+  const int dims = l.format.head_dim;
+  const WorkspaceLayout w = workspace_layout(a.batch, a.num_q_heads, a.num_splits, dims);
+  if (Status s = check_buffer("workspace", workspace.data, workspace.bytes, w.total,
+                              "decode_workspace_bytes(" + std::to_string(a.batch) + ", " +
+                                  std::to_string(a.num_q_heads) + ", " + std::to_string(a.num_splits) + ", " +
+                                  std::to_string(dims) + ")");
+      !s.ok())
+    return s;
+  if (reinterpret_cast<std::uintptr_t>(workspace.data) % kWorkspaceAlign != 0) {
+    return invalid_argument("workspace must be 256-byte aligned");
+  }
+  const bool fast = uses_fast_kernel(cache, mode);
+  const Codebook* cb = nullptr;
+  (void)turboquant::detail::resolve_codebook(l.format, a.codebook, &cb);  // checked above
+
+  detail::DecodeParams p;
+  p.layout = l;
+  p.cache = cache.data;
+  p.num_blocks = cache.num_blocks;
+  p.query = a.query.data;
+  p.query_dtype = a.query_dtype;
+  p.block_table = static_cast<const std::int32_t*>(a.block_table.data);
+  p.max_blocks_per_seq = a.max_blocks_per_seq;
+  p.seq_lens = static_cast<const std::int32_t*>(a.seq_lens.data);
+  p.batch = a.batch;
+  p.num_q_heads = a.num_q_heads;
+  p.group = a.num_q_heads / l.num_kv_heads;
+  p.heads_per_block = heads_per_block(fast);
+  p.chunks_per_kv_head = (p.group + p.heads_per_block - 1) / p.heads_per_block;
+  p.num_splits = a.num_splits;
+  p.query_factor = core::mul_rn(a.softmax_scale, core::kLog2e);
+  p.rotation = static_cast<const float*>(a.rotation.data);
+  p.codebook = *cb;
+  p.partial_acc = static_cast<float*>(workspace.data);
+  p.partial_ml = reinterpret_cast<float*>(static_cast<char*>(workspace.data) + w.ml_offset);
+  p.out = a.out.data;
+  p.out_dtype = a.out_dtype;
+  p.lse = static_cast<float*>(a.lse.data);
+
+  const auto s = static_cast<cudaStream_t>(stream);
+  TQ_CUDA_TRY(fast ? detail::launch_fast_decode(p, s) : detail::launch_strict_decode(p, s));
+  TQ_CUDA_TRY(detail::launch_merge(p, fast, s));
+  return Status();
+}
+
+}  // namespace turboquant::cuda

@@ -1,0 +1,34 @@
+// Instantiations and launcher of the encode kernel (--fmad=false).
+#include "encode.cuh"
+#include "launch.hpp"
+
+namespace turboquant::cuda::detail {
+
+template <int D, bool kDense>
+static cudaError_t launch_encode_for(const EncodeParams& p, cudaStream_t stream) {
+  constexpr int kThreads = kEncodeThreads<kDense>;
+  constexpr int kItemsPerBlock = kThreads / kGroupLanes;
+  const std::int64_t items = p.num_tokens * p.layout.num_kv_heads;
+  const std::int64_t blocks = (items + kItemsPerBlock - 1) / kItemsPerBlock;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
+  encode_kernel<D, kDense><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <int D>
+static cudaError_t launch_encode_d(const EncodeParams& p, cudaStream_t stream) {
+  const bool dense = !p.layout.format.fp8_keys() && p.rotation != nullptr;
+  return dense ? launch_encode_for<D, true>(p, stream) : launch_encode_for<D, false>(p, stream);
+}
+
+cudaError_t launch_encode(const EncodeParams& p, cudaStream_t stream) {
+  if (p.num_tokens == 0) return cudaSuccess;
+  switch (p.layout.format.head_dim) {
+    case 64: return launch_encode_d<64>(p, stream);
+    case 128: return launch_encode_d<128>(p, stream);
+    case 256: return launch_encode_d<256>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace turboquant::cuda::detail

@@ -1,0 +1,111 @@
+// Synchronous conveniences: host pointers in and out (tools, tests), and the
+// device-argument validators that copy the trusted buffers back.
+#include <cstdint>
+#include <vector>
+
+#include "cuda_check.hpp"
+#include "device_buffer.hpp"
+#include "turboquant/cuda.hpp"
+
+namespace turboquant::cuda {
+namespace {
+
+using detail::DeviceBuffer;
+
+// Copies `bytes` of device memory into a new host vector (synchronous).
+Status download(const void* src, std::size_t bytes, std::vector<std::uint8_t>* out, cudaStream_t stream) {
+  out->assign(bytes, 0);
+  if (bytes == 0 || src == nullptr) return Status();
+  TQ_CUDA_TRY(cudaMemcpyAsync(out->data(), src, bytes, cudaMemcpyDeviceToHost, stream));
+  TQ_CUDA_TRY(cudaStreamSynchronize(stream));
+  return Status();
+}
+
+}  // namespace
+
+Status decode_from_host(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode) {
+  if (Status s = device_status(); !s.ok()) return s;
+  if (Status s = validate_decode(cache, a); !s.ok()) return s;
+  cudaStream_t stream = nullptr;
+  DeviceBuffer d_cache, d_query, d_table, d_lens, d_out, d_lse, d_rot, d_work;
+  if (Status s = d_cache.upload(cache.data, static_cast<std::size_t>(cache.bytes()), stream); !s.ok()) return s;
+  if (Status s = d_query.upload(a.query.data, a.query.bytes, stream); !s.ok()) return s;
+  if (Status s = d_table.upload(a.block_table.data, a.block_table.bytes, stream); !s.ok()) return s;
+  if (Status s = d_lens.upload(a.seq_lens.data, a.seq_lens.bytes, stream); !s.ok()) return s;
+  if (Status s = d_out.allocate(a.out.bytes); !s.ok()) return s;
+  if (Status s = d_lse.allocate(a.lse.bytes); !s.ok()) return s;
+  if (Status s = d_rot.upload(a.rotation.data, a.rotation.bytes, stream); !s.ok()) return s;
+  const int dims = cache.layout.format.head_dim;
+  if (Status s = d_work.allocate(decode_workspace_bytes(a.batch, a.num_q_heads, a.num_splits, dims)); !s.ok())
+    return s;
+  ConstCacheView dc(cache.layout, static_cast<const std::uint8_t*>(d_cache.get()), cache.num_blocks);
+  DecodeArgs da = a;
+  da.query = {d_query.get(), a.query.bytes};
+  da.block_table = {d_table.get(), a.block_table.bytes};
+  da.seq_lens = {d_lens.get(), a.seq_lens.bytes};
+  da.out = {d_out.get(), a.out.bytes};
+  da.lse = {d_lse.get(), a.lse.bytes};
+  da.rotation = {d_rot.get(), a.rotation.bytes};
+  if (Status s = decode(dc, da, mode, {d_work.get(), d_work.bytes()}, stream); !s.ok()) return s;
+  if (a.out.bytes != 0) TQ_CUDA_TRY(cudaMemcpyAsync(a.out.data, d_out.get(), a.out.bytes, cudaMemcpyDeviceToHost, stream));
+  if (a.lse.bytes != 0) TQ_CUDA_TRY(cudaMemcpyAsync(a.lse.data, d_lse.get(), a.lse.bytes, cudaMemcpyDeviceToHost, stream));
+  TQ_CUDA_TRY(cudaStreamSynchronize(stream));
+  return Status();
+}
+
+Status encode_from_host(const CacheView& cache, const EncodeArgs& a) {
+  if (Status s = device_status(); !s.ok()) return s;
+  if (Status s = validate_encode(cache, a); !s.ok()) return s;
+  cudaStream_t stream = nullptr;
+  DeviceBuffer d_cache, d_keys, d_values, d_slots, d_rot;
+  const auto bytes = static_cast<std::size_t>(cache.bytes());
+  if (Status s = d_cache.upload(cache.data, bytes, stream); !s.ok()) return s;
+  if (Status s = d_keys.upload(a.keys.data, a.keys.bytes, stream); !s.ok()) return s;
+  if (Status s = d_values.upload(a.values.data, a.values.bytes, stream); !s.ok()) return s;
+  if (Status s = d_slots.upload(a.slot_mapping.data, a.slot_mapping.bytes, stream); !s.ok()) return s;
+  if (Status s = d_rot.upload(a.rotation.data, a.rotation.bytes, stream); !s.ok()) return s;
+  CacheView dc{cache.layout, static_cast<std::uint8_t*>(d_cache.get()), cache.num_blocks};
+  EncodeArgs da = a;
+  da.keys = {d_keys.get(), a.keys.bytes};
+  da.values = {d_values.get(), a.values.bytes};
+  da.slot_mapping = {d_slots.get(), a.slot_mapping.bytes};
+  da.rotation = {d_rot.get(), a.rotation.bytes};
+  if (Status s = encode(dc, da, stream); !s.ok()) return s;
+  TQ_CUDA_TRY(cudaMemcpyAsync(cache.data, d_cache.get(), bytes, cudaMemcpyDeviceToHost, stream));
+  TQ_CUDA_TRY(cudaStreamSynchronize(stream));
+  return Status();
+}
+
+Status validate_decode_device(const ConstCacheView& cache, const DecodeArgs& a, void* stream) {
+  if (Status s = decode_can_implement(cache, a, CudaMode::kStrict); !s.ok()) return s;
+  const auto st = static_cast<cudaStream_t>(stream);
+  std::vector<std::uint8_t> query, table, lens, rot;
+  if (Status s = download(a.query.data, a.query.bytes, &query, st); !s.ok()) return s;
+  if (Status s = download(a.block_table.data, a.block_table.bytes, &table, st); !s.ok()) return s;
+  if (Status s = download(a.seq_lens.data, a.seq_lens.bytes, &lens, st); !s.ok()) return s;
+  if (Status s = download(a.rotation.data, a.rotation.bytes, &rot, st); !s.ok()) return s;
+  DecodeArgs h = a;
+  h.query = {query.empty() ? nullptr : query.data(), query.size()};
+  h.block_table = {table.empty() ? nullptr : table.data(), table.size()};
+  h.seq_lens = {lens.empty() ? nullptr : lens.data(), lens.size()};
+  h.rotation = {rot.empty() ? nullptr : rot.data(), rot.size()};
+  return validate_decode(cache, h);  // reads no cache byte; out/lse are only size-checked
+}
+
+Status validate_encode_device(const ConstCacheView& cache, const EncodeArgs& a, void* stream) {
+  if (Status s = encode_can_implement(cache, a); !s.ok()) return s;
+  const auto st = static_cast<cudaStream_t>(stream);
+  std::vector<std::uint8_t> keys, values, slots, rot;
+  if (Status s = download(a.keys.data, a.keys.bytes, &keys, st); !s.ok()) return s;
+  if (Status s = download(a.values.data, a.values.bytes, &values, st); !s.ok()) return s;
+  if (Status s = download(a.slot_mapping.data, a.slot_mapping.bytes, &slots, st); !s.ok()) return s;
+  if (Status s = download(a.rotation.data, a.rotation.bytes, &rot, st); !s.ok()) return s;
+  EncodeArgs h = a;
+  h.keys = {keys.empty() ? nullptr : keys.data(), keys.size()};
+  h.values = {values.empty() ? nullptr : values.data(), values.size()};
+  h.slot_mapping = {slots.empty() ? nullptr : slots.data(), slots.size()};
+  h.rotation = {rot.empty() ? nullptr : rot.data(), rot.size()};
+  return validate_encode(cache, h);
+}
+
+}  // namespace turboquant::cuda

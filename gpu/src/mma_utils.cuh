@@ -1,0 +1,126 @@
+// Small PTX wrappers for the fast decode: tensor-core mma, cp.async, packed
+// conversions. sm_80+ (cvt from e4m3: sm_89+).
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace turboquant::cuda::detail {
+
+// D += A(16x16, row) * B(16x8, col); fp16 operands, fp32 accumulators.
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint4& a, std::uint32_t b0, std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+template <int kBytes>
+__device__ __forceinline__ void cp_async(void* dst_smem, const void* src_global) {
+  static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async sizes");
+  if constexpr (kBytes == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst_smem)), "l"(src_global));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(smem_addr(dst_smem)), "l"(src_global),
+                 "n"(kBytes));
+  }
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Two floats -> fp16x2 (lo in the low half), round to nearest.
+__device__ __forceinline__ std::uint32_t pack_half2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const std::uint32_t*>(&h);
+}
+
+__device__ __forceinline__ float2 unpack_half2(std::uint32_t v) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&v));
+}
+
+// Two e4m3 bytes (low byte -> low half) -> fp16x2; exact (every e4m3 value is an fp16 value).
+__device__ __forceinline__ std::uint32_t e4m3x2_to_half2(std::uint32_t two_bytes) {
+  std::uint32_t r;
+  asm("{\n .reg .b16 t;\n cvt.u16.u32 t, %1;\n cvt.rn.f16x2.e4m3x2 %0, t;\n}\n" : "=r"(r) : "r"(two_bytes));
+  return r;
+}
+
+// (1024 + a, 1024 + b) as fp16x2 minus (1024, 1024): small integer codes a, b
+// (< 1024) placed in the mantissa of 1024.0 become exact fp16 values.
+__device__ __forceinline__ std::uint32_t codes_to_half2(std::uint32_t codes_lo_hi) {
+  const std::uint32_t biased = codes_lo_hi | 0x64006400u;
+  std::uint32_t r;
+  asm("sub.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(biased), "r"(0x64006400u));
+  return r;
+}
+
+__device__ __forceinline__ std::uint32_t byte_perm(std::uint32_t a, std::uint32_t b, std::uint32_t sel) {
+  return __byte_perm(a, b, sel);
+}
+
+// `width` bits at bit `pos` of a little-endian word array (pos, width compile-time
+// after unrolling; a field may straddle two words).
+template <int W>
+__device__ __forceinline__ std::uint32_t bits_at(const std::uint32_t (&w)[W], int pos, int width) {
+  const int i = pos / 32;
+  const int sh = pos % 32;
+  const std::uint32_t mask = (1u << width) - 1u;
+  if (sh + width <= 32) return (w[i] >> sh) & mask;
+  return __funnelshift_r(w[i], w[i + 1], sh) & mask;
+}
+
+// Loads kBytes bytes at `p` (shared memory, aligned to kAlign) into words,
+// little-endian, using the widest loads the alignment allows.
+template <int kBytes, int kAlign>
+__device__ __forceinline__ void load_chunk(const std::uint8_t* p, std::uint32_t (&w)[(kBytes + 3) / 4]) {
+  if constexpr (kAlign >= 16 && kBytes % 16 == 0) {
+#pragma unroll
+    for (int i = 0; i < kBytes / 16; ++i) {
+      const uint4 v = reinterpret_cast<const uint4*>(p)[i];
+      w[4 * i] = v.x;
+      w[4 * i + 1] = v.y;
+      w[4 * i + 2] = v.z;
+      w[4 * i + 3] = v.w;
+    }
+  } else if constexpr (kAlign >= 8 && kBytes % 8 == 0) {
+#pragma unroll
+    for (int i = 0; i < kBytes / 8; ++i) {
+      const uint2 v = reinterpret_cast<const uint2*>(p)[i];
+      w[2 * i] = v.x;
+      w[2 * i + 1] = v.y;
+    }
+  } else if constexpr (kAlign >= 4 && kBytes % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < kBytes / 4; ++i) w[i] = reinterpret_cast<const std::uint32_t*>(p)[i];
+  } else if constexpr (kAlign >= 2 && kBytes % 2 == 0) {
+#pragma unroll
+    for (int i = 0; i < (kBytes + 3) / 4; ++i) w[i] = 0;
+#pragma unroll
+    for (int i = 0; i < kBytes / 2; ++i) {
+      w[i / 2] |= std::uint32_t{reinterpret_cast<const std::uint16_t*>(p)[i]} << (16 * (i % 2));
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < (kBytes + 3) / 4; ++i) w[i] = 0;
+#pragma unroll
+    for (int i = 0; i < kBytes; ++i) w[i / 4] |= std::uint32_t{p[i]} << (8 * (i % 4));
+  }
+}
+
+}  // namespace turboquant::cuda::detail

@@ -1,0 +1,56 @@
+// Kernel parameter blocks (passed by value; trivially copyable). The host
+// fills them after can_implement; kernels assume validated input.
+#pragma once
+
+#include <cstdint>
+
+#include "turboquant/core/block_layout.hpp"
+#include "turboquant/core/codebook.hpp"
+#include "turboquant/dtype.hpp"
+
+namespace turboquant::cuda::detail {
+
+// Query heads one block handles (a chunk of the GQA group).
+inline constexpr int kStrictHeadsPerBlock = 8;
+inline constexpr int kFastHeadsPerBlock = 16;  // the fast kernel's mma M dimension
+
+struct DecodeParams {
+  core::BlockLayout layout;
+  const std::uint8_t* cache = nullptr;
+  std::int64_t num_blocks = 0;
+  const void* query = nullptr;  // [batch, num_q_heads, D] of query_dtype
+  DType query_dtype = DType::kFloat32;
+  const std::int32_t* block_table = nullptr;  // [batch, max_blocks_per_seq]
+  int max_blocks_per_seq = 0;
+  const std::int32_t* seq_lens = nullptr;  // [batch]
+  int batch = 0;
+  int num_q_heads = 0;
+  int group = 0;              // num_q_heads / num_kv_heads
+  int heads_per_block = 0;    // query heads one block handles (a chunk of the group)
+  int chunks_per_kv_head = 0; // ceil(group / heads_per_block)
+  int num_splits = 0;
+  float query_factor = 0.0f;  // mul_rn(softmax_scale, kLog2e)
+  const float* rotation = nullptr;  // dense PiT [D][D] (device) or nullptr: Hadamard
+  core::Codebook codebook;
+  // Workspace: partial accumulators [batch][num_q_heads][num_splits][D] and
+  // partial (max, sum) [batch][num_q_heads][num_splits][2].
+  float* partial_acc = nullptr;
+  float* partial_ml = nullptr;
+  void* out = nullptr;  // [batch, num_q_heads, D] of out_dtype
+  DType out_dtype = DType::kFloat32;
+  float* lse = nullptr;  // [batch, num_q_heads] or nullptr
+};
+
+struct EncodeParams {
+  core::BlockLayout layout;
+  std::uint8_t* cache = nullptr;
+  const void* keys = nullptr;    // [num_tokens, Hk, D] of dtype
+  const void* values = nullptr;  // [num_tokens, Hk, D] of dtype
+  DType dtype = DType::kFloat32;
+  std::int64_t num_tokens = 0;
+  const std::int64_t* slot_mapping = nullptr;  // [num_tokens]
+  const float* rotation = nullptr;             // dense PiT (device) or nullptr: Hadamard
+  core::Codebook codebook;
+};
+
+}  // namespace turboquant::cuda::detail

@@ -1,0 +1,104 @@
+// The CUDA backend (turboquant::cuda): encode and decode on an NVIDIA GPU.
+// No CUDA header is needed to use it: streams are passed as `void*`
+// (a cudaStream_t; nullptr is the legacy default stream).
+//
+// Two decode modes behind one API:
+//   kStrict  bit-exact with decode_reference (out and LSE): fp32 CUDA cores,
+//            _rn intrinsics, the contract's exp2/log2, vLLM's split plan.
+//   kFast    tensor cores (mma.sync m16n8k16, fp16 operands, fp32 accumulation),
+//            the GQA group as the M dimension; relative L2 <= 1e-3 vs the golden
+//            model. Layouts the fast kernel does not handle (block_size not a
+//            multiple of 16, a cache pointer not 16-byte aligned, head_dim other
+//            than 64/128/256) run the strict kernel instead; decode_kernel_name()
+//            says which one a call uses.
+//
+// Launch contract (CUTLASS style): can_implement() checks everything that can be
+// checked on the host, workspace_bytes() sizes the scratch buffer, run() enqueues
+// kernels on `stream` and returns: it allocates nothing, never synchronizes the
+// host, and launches a grid that depends only on (batch, num_q_heads /
+// num_kv_heads, num_splits), so a call can be captured into a CUDA graph and
+// replayed with new query / seq_lens / block_table / cache contents.
+//
+// Pointers. In DecodeArgs and EncodeArgs passed to the device entry points, every
+// buffer (cache.data, query, block_table, seq_lens, out, lse, rotation, keys,
+// values, slot_mapping) is a DEVICE pointer; `bytes` still gives its size.
+// `codebook` stays a host pointer (it is copied into the kernel parameters).
+// The host cannot read device memory without synchronizing, so the device entry
+// points check shapes, sizes, null pointers, alignment and the codebook, but not
+// the *contents* of block_table, seq_lens, slot_mapping (range, duplicates) or
+// the finiteness of query/K/V: those are trusted. validate_*_device() checks them
+// by copying them back (synchronous, for debugging). The *_from_host wrappers
+// take host pointers, run the full host validation first, copy, run and copy
+// back (synchronous; for tools and tests).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "turboquant/cache_view.hpp"
+#include "turboquant/decode.hpp"
+#include "turboquant/encode.hpp"
+#include "turboquant/status.hpp"
+
+namespace turboquant::cuda {
+
+// --- device ------------------------------------------------------------------
+
+// ok when a CUDA device is usable; kBackendUnavailable (with the CUDA error text)
+// when there is none or no driver.
+Status device_status();
+inline bool device_available() { return device_status().ok(); }
+// "NVIDIA H200 (sm_90, 132 SMs, driver 13000)" or the reason there is none.
+std::string device_description();
+
+// --- decode ------------------------------------------------------------------
+
+enum class CudaMode { kStrict, kFast };
+const char* mode_name(CudaMode mode);  // "strict", "fast"
+
+// Bytes of scratch a decode of up to `max_batch` sequences needs (per-split
+// partial results). Any larger buffer works; it must be 256-byte aligned.
+std::size_t decode_workspace_bytes(int max_batch, int num_q_heads, int num_splits, int head_dim);
+
+// Everything checkable without reading device memory (see the header comment).
+Status decode_can_implement(const ConstCacheView& cache, const DecodeArgs& args, CudaMode mode);
+
+// The kernel a call with these arguments uses: "cuda:strict" or "cuda:fast".
+const char* decode_kernel_name(const ConstCacheView& cache, const DecodeArgs& args, CudaMode mode);
+
+// Enqueues the decode. `workspace` is a device buffer of at least
+// decode_workspace_bytes(args.batch, args.num_q_heads, args.num_splits, head_dim).
+// Calls decode_can_implement first (host-only work, no device access). CUDA
+// launch errors come back as kDeviceError; asynchronous faults surface at the
+// caller's next synchronization.
+Status decode(const ConstCacheView& cache, const DecodeArgs& args, CudaMode mode, MutableBuffer workspace,
+              void* stream);
+
+// Copies seq_lens, block_table and the query back to the host and runs
+// validate_decode on them (synchronizes `stream`). For debugging and tools.
+Status validate_decode_device(const ConstCacheView& cache, const DecodeArgs& args, void* stream);
+
+// Host pointers in, host pointers out: validate_decode, copy the cache (only the
+// `cache.bytes()` bytes), query and tables to the device, decode, copy out/lse
+// back, free. Synchronous.
+Status decode_from_host(const ConstCacheView& cache, const DecodeArgs& args, CudaMode mode);
+
+// --- encode ------------------------------------------------------------------
+
+// Checks shapes, sizes, pointers and the codebook (sorted midpoints, which the
+// kernel's binary-search bucketize relies on). head_dim must be 64, 128 or 256.
+Status encode_can_implement(const ConstCacheView& cache, const EncodeArgs& args);
+
+// Enqueues the encode: writes exactly the key bytes, value bytes and metadata of
+// the slots in slot_mapping (negative slots are skipped), byte-identical to
+// encode_reference. Grid depends only on num_tokens and num_kv_heads.
+Status encode(const CacheView& cache, const EncodeArgs& args, void* stream);
+
+// Copies slot_mapping and K/V back and runs validate_encode (synchronizes).
+Status validate_encode_device(const ConstCacheView& cache, const EncodeArgs& args, void* stream);
+
+// Host pointers: validate_encode, copy cache + inputs to the device, encode,
+// copy the cache back. Synchronous.
+Status encode_from_host(const CacheView& cache, const EncodeArgs& args);
+
+}  // namespace turboquant::cuda

@@ -1,0 +1,317 @@
+// decode_cpu must produce the bits of decode_reference (out and LSE) for every
+// ISA this CPU runs and every thread count: the edge grid of issue 4 on short
+// sequences, long sequences on a rotating subset, and the odd corners (dtypes,
+// split counts, dense rotations, custom codebooks, NaN FP8 codes, overflowing
+// scores, large GQA groups, nested TBB use).
+#include <gtest/gtest.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <cmath>
+#include <random>
+
+#include "common/random_problem.hpp"
+#include "cpu_test_util.hpp"
+#include "turboquant/codebook.hpp"
+#include "turboquant/core/half.hpp"
+#include "turboquant/cpu.hpp"
+
+namespace turboquant {
+namespace {
+
+using testing::all_cpu_runs;
+using testing::CpuRun;
+using testing::make_problem;
+using testing::Problem;
+using testing::ProblemSpec;
+
+struct Variant {
+  int splits = 32;
+  DType query_dtype = DType::kFloat32;
+  DType out_dtype = DType::kFloat32;
+  bool with_lse = true;
+  float scale = 0.0f;  // 0: the problem's 1/sqrt(D)
+  const Codebook* codebook = nullptr;
+  const std::vector<float>* rotation = nullptr;
+  bool nan_equal = false;  // NaN payloads are not part of the contract
+
+  std::string name() const {
+    return "splits" + std::to_string(splits) + "_q" + dtype_name(query_dtype) + "_o" + dtype_name(out_dtype) +
+           (with_lse ? "" : "_nolse") + (codebook ? "_cb" : "") + (rotation ? "_rot" : "");
+  }
+};
+
+std::vector<std::uint8_t> query_bytes(const Problem& p, DType t) {
+  std::vector<std::uint8_t> bytes(p.query.size() * dtype_size(t));
+  for (std::size_t i = 0; i < p.query.size(); ++i) {
+    if (t == DType::kFloat32) {
+      std::memcpy(&bytes[4 * i], &p.query[i], 4);
+    } else {
+      const std::uint16_t h = t == DType::kFloat16 ? core::float_to_fp16(p.query[i]) : core::float_to_bf16(p.query[i]);
+      std::memcpy(&bytes[2 * i], &h, 2);
+    }
+  }
+  return bytes;
+}
+
+// Runs the reference once and every (ISA, threads) of `runs`; all must match bit for bit.
+void expect_exact(const Problem& p, const Variant& v, const std::vector<CpuRun>& runs) {
+  const std::string config = p.spec.name() + "_" + v.name();
+  SCOPED_TRACE(config);
+  const int dims = p.layout.format.head_dim;
+  const std::size_t rows = static_cast<std::size_t>(p.batch) * p.num_q_heads;
+  const std::vector<std::uint8_t> q = query_bytes(p, v.query_dtype);
+  std::vector<float> unused_out, unused_lse;
+  DecodeArgs a = p.args(unused_out, unused_lse, v.splits);
+  a.query = {q.data(), q.size()};
+  a.query_dtype = v.query_dtype;
+  a.out_dtype = v.out_dtype;
+  if (v.scale != 0.0f) a.softmax_scale = v.scale;
+  a.codebook = v.codebook;
+  if (v.rotation) a.rotation = {v.rotation->data(), v.rotation->size() * 4};
+
+  const auto run_one = [&](const CpuRun* run, std::vector<std::uint8_t>& out, std::vector<float>& lse) {
+    out.assign(rows * dims * dtype_size(v.out_dtype), 0xa5);
+    lse.assign(rows, -7.0f);
+    DecodeArgs b = a;
+    b.out = {out.data(), out.size()};
+    b.lse = v.with_lse ? MutableBuffer{lse.data(), lse.size() * 4} : MutableBuffer{};
+    return run ? decode_cpu(p.view(), b, CpuOptions{run->threads, run->isa}) : decode_reference(p.view(), b);
+  };
+  std::vector<std::uint8_t> want_out;
+  std::vector<float> want_lse;
+  ASSERT_TRUE(run_one(nullptr, want_out, want_lse).ok());
+  for (const CpuRun& run : runs) {
+    std::vector<std::uint8_t> got_out;
+    std::vector<float> got_lse;
+    const Status s = run_one(&run, got_out, got_lse);
+    ASSERT_TRUE(s.ok()) << run.name() << ": " << s.to_string();
+    std::int64_t bad = -1;
+    if (v.out_dtype == DType::kFloat32) {
+      std::vector<float> g(rows * dims), w(rows * dims);
+      std::memcpy(g.data(), got_out.data(), got_out.size());
+      std::memcpy(w.data(), want_out.data(), want_out.size());
+      bad = testing::first_bit_difference(g, w, v.nan_equal);
+      if (bad >= 0) {
+        ADD_FAILURE() << run.name() << ": out[" << bad << "] (row " << bad / dims << ", dim " << bad % dims
+                      << ") = " << testing::float_hex(g[bad]) << ", reference " << testing::float_hex(w[bad]);
+      }
+    } else {
+      bad = testing::first_bit_difference(got_out, want_out);
+      if (bad >= 0) ADD_FAILURE() << run.name() << ": out byte " << bad << " differs";
+    }
+    const std::int64_t bad_lse = testing::first_bit_difference(got_lse, want_lse, v.nan_equal);
+    if (bad_lse >= 0) {
+      ADD_FAILURE() << run.name() << ": lse[" << bad_lse << "] = " << testing::float_hex(got_lse[bad_lse])
+                    << ", reference " << testing::float_hex(want_lse[bad_lse]);
+    }
+    if (bad >= 0 || bad_lse >= 0) {
+      testing::dump_bytes(config + "_" + run.name(), "cache", p.cache.data(), p.cache.size());
+      testing::dump_bytes(config + "_" + run.name(), "query", q.data(), q.size());
+      return;
+    }
+  }
+}
+
+std::uint32_t test_seed(std::uint32_t base) {
+  std::printf("[ seed ] %u\n", base);
+  return base;
+}
+
+// Full grid on short sequences: head_dim x preset x block size x GQA, each
+// against every ISA x threads 1/2/3/8.
+TEST(CpuDecodeExact, EdgeGridShortSequences) {
+  std::uint32_t seed = test_seed(4000);
+  const auto runs = all_cpu_runs();
+  for (Preset preset : kAllPresets) {
+    for (int dims : {64, 128, 256}) {
+      for (int bs : {1, 16, 64}) {
+        for (int group : {1, 3, 4, 8}) {
+          ProblemSpec spec;
+          spec.format = preset_format(preset, dims);
+          spec.block_size = bs;
+          spec.num_kv_heads = 2;
+          spec.group = group;
+          spec.seq_lens = {0, 1, 17, 15, 16, 50};
+          spec.seed = seed++;
+          expect_exact(make_problem(spec), Variant{}, runs);
+          if (HasFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// Long sequences (5000 tokens: many tiles per split, blocks crossed inside
+// tiles), every preset and head_dim, block size and GQA rotating.
+TEST(CpuDecodeExact, LongSequences) {
+  std::uint32_t seed = test_seed(5000);
+  const auto runs = all_cpu_runs();
+  int i = 0;
+  for (Preset preset : kAllPresets) {
+    for (int dims : {64, 128, 256}) {
+      ProblemSpec spec;
+      spec.format = preset_format(preset, dims);
+      spec.block_size = std::vector<int>{1, 16, 64}[i % 3];
+      spec.num_kv_heads = 2;
+      spec.group = std::vector<int>{1, 3, 4, 8}[i % 4];
+      spec.seq_lens = {5000, 17, 0, 1};
+      spec.seed = seed++;
+      const Problem p = make_problem(spec);
+      expect_exact(p, Variant{}, runs);
+      if (i % 4 == 0) {
+        Variant one_split;
+        one_split.splits = 1;
+        expect_exact(p, one_split, runs);
+      }
+      ++i;
+      if (HasFailure()) return;
+    }
+  }
+}
+
+TEST(CpuDecodeExact, SplitCounts) {
+  std::uint32_t seed = test_seed(6000);
+  const auto runs = all_cpu_runs({1, 2});
+  for (Preset preset : kAllPresets) {
+    ProblemSpec spec;
+    spec.format = preset_format(preset, 128);
+    spec.num_kv_heads = 2;
+    spec.group = 4;
+    spec.seq_lens = {333, 1, 0, 64, 1000};
+    spec.seed = seed++;
+    const Problem p = make_problem(spec);
+    for (int splits : {1, 2, 3, 7, 32, 100, 1024}) {
+      Variant v;
+      v.splits = splits;
+      expect_exact(p, v, runs);
+    }
+  }
+}
+
+TEST(CpuDecodeExact, HalfPrecisionQueriesAndOutputs) {
+  std::uint32_t seed = test_seed(7000);
+  const auto runs = all_cpu_runs({1, 2});
+  for (Preset preset : {Preset::k4BitNc, Preset::kK8V4, Preset::k3BitNc}) {
+    ProblemSpec spec;
+    spec.format = preset_format(preset, 128);
+    spec.group = 3;
+    spec.seq_lens = {300, 5, 0};
+    spec.seed = seed++;
+    const Problem p = make_problem(spec);
+    for (DType qt : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+      for (DType ot : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+        Variant v;
+        v.query_dtype = qt;
+        v.out_dtype = ot;
+        v.with_lse = ot != DType::kBFloat16;
+        expect_exact(p, v, runs);
+      }
+    }
+  }
+}
+
+TEST(CpuDecodeExact, DenseRotationAndCustomCodebook) {
+  std::uint32_t seed = test_seed(8000);
+  const auto runs = all_cpu_runs({1, 2});
+  for (Preset preset : {Preset::k4BitNc, Preset::kK3V4Nc}) {
+    for (int dims : {64, 128}) {
+      ProblemSpec spec;
+      spec.format = preset_format(preset, dims);
+      spec.group = 4;
+      spec.seq_lens = {200, 31};
+      spec.seed = seed++;
+      const Problem p = make_problem(spec);
+      std::mt19937 rng(spec.seed);
+      std::normal_distribution<float> normal(0.0f, 1.0f / std::sqrt(static_cast<float>(dims)));
+      std::vector<float> rotation(static_cast<std::size_t>(dims) * dims);
+      for (float& x : rotation) x = normal(rng);
+      std::vector<float> centroids(std::size_t{1} << spec.format.key_bits);
+      for (std::size_t i = 0; i < centroids.size(); ++i) centroids[i] = -0.4f + 0.05f * static_cast<float>(i * i) / 8;
+      Codebook cb;
+      ASSERT_TRUE(make_codebook(spec.format.key_bits, centroids, &cb).ok());
+      Variant v;
+      v.rotation = &rotation;
+      expect_exact(p, v, runs);
+      v.codebook = &cb;
+      expect_exact(p, v, runs);
+    }
+  }
+}
+
+// FP8 NaN codes (0x7f, 0xff) in keys, scores overflowing to inf and NaN, a
+// zero or negative scale: the exact scalar fold takes over where SIMD max
+// would depend on the order; NaNs must stay NaNs (payloads may differ).
+TEST(CpuDecodeExact, NonFiniteScoresAndNanCodes) {
+  std::uint32_t seed = test_seed(9000);
+  const auto runs = all_cpu_runs({1, 2});
+  {
+    ProblemSpec spec;
+    spec.format = preset_format(Preset::kK8V4, 128);
+    spec.group = 4;
+    spec.seq_lens = {100, 40};
+    spec.seed = seed++;
+    Problem p = make_problem(spec);
+    // A NaN code in a few keys of head 0 (key bytes of slot 3 of a few blocks).
+    for (std::int64_t blk = 0; blk < p.num_blocks; blk += 3) {
+      p.cache[p.layout.block_base(blk) + p.layout.key_data_offset(3, 0) + 5] = 0x7f;
+      p.cache[p.layout.block_base(blk) + p.layout.key_data_offset(7, 1) + 100] = 0xff;
+    }
+    Variant v;
+    v.nan_equal = true;
+    expect_exact(p, v, runs);
+  }
+  for (Preset preset : kAllPresets) {
+    ProblemSpec spec;
+    spec.format = preset_format(preset, 64);
+    spec.group = 3;
+    spec.seq_lens = {70, 3};
+    spec.seed = seed++;
+    const Problem p = make_problem(spec);
+    for (float scale : {1e30f, -1e30f, 3e38f, 0.0f, -0.125f, 1e-30f}) {
+      Variant v;
+      v.scale = scale == 0.0f ? -0.0f : scale;  // -0 is a valid, non-default scale
+      v.nan_equal = true;
+      expect_exact(p, v, runs);
+    }
+  }
+}
+
+// More query heads per KV head than the kernels keep in registers.
+TEST(CpuDecodeExact, LargeGroups) {
+  std::uint32_t seed = test_seed(10000);
+  const auto runs = all_cpu_runs({1, 3});
+  for (int group : {5, 9, 12, 20, 33}) {
+    ProblemSpec spec;
+    spec.format = preset_format(group % 2 ? Preset::k3BitNc : Preset::k4BitNc, 128);
+    spec.num_kv_heads = 1;
+    spec.group = group;
+    spec.seq_lens = {150, 16};
+    spec.seed = seed++;
+    expect_exact(make_problem(spec), Variant{}, runs);
+  }
+}
+
+// threads = 0 uses the caller's arena; calls nested inside TBB tasks (which
+// may run on a thread already inside decode_cpu) stay exact.
+TEST(CpuDecodeExact, CallerArenaAndNestedCalls) {
+  ProblemSpec spec;
+  spec.seq_lens = {600, 100, 0};
+  spec.seed = test_seed(11000);
+  const Problem p = make_problem(spec);
+  std::vector<float> want_out, want_lse;
+  ASSERT_TRUE(decode_reference(p.view(), p.args(want_out, want_lse)).ok());
+  tbb::task_arena arena(2);
+  arena.execute([&] {
+    tbb::parallel_for(0, 16, [&](int i) {
+      std::vector<float> out, lse;
+      const Status s = decode_cpu(p.view(), p.args(out, lse), CpuOptions{i % 3 == 0 ? 1 : 0, ""});
+      EXPECT_TRUE(s.ok()) << s.to_string();
+      EXPECT_EQ(testing::first_bit_difference(out, want_out), -1) << "task " << i;
+      EXPECT_EQ(testing::first_bit_difference(lse, want_lse), -1) << "task " << i;
+    });
+  });
+}
+
+}  // namespace
+}  // namespace turboquant

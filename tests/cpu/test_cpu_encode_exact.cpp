@@ -1,0 +1,242 @@
+// encode_cpu must write the bytes encode_reference writes, and no others: the
+// whole cache (pre-filled with random bytes) is compared, for every ISA and
+// thread count, preset, head_dim, block size and input dtype, plus the rows
+// whose arithmetic has corners (zero rows, constant rows, signed zeros, fp16
+// overflow and subnormals, non-finite rows with check_finite off).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+
+#include "cpu_test_util.hpp"
+#include "turboquant/codebook.hpp"
+#include "turboquant/core/half.hpp"
+#include "turboquant/cpu.hpp"
+
+namespace turboquant {
+namespace {
+
+using testing::all_cpu_runs;
+using testing::CpuRun;
+
+struct EncodeCase {
+  Format format;
+  int block_size = 16;
+  int num_kv_heads = 2;
+  std::int64_t num_tokens = 40;
+  DType dtype = DType::kFloat32;
+  std::uint32_t seed = 1;
+  bool check_finite = true;
+  const std::vector<float>* rotation = nullptr;
+  const Codebook* codebook = nullptr;
+
+  std::string name() const {
+    return "K" + std::to_string(format.key_bits) + "V" + std::to_string(format.value_bits) + "_D" +
+           std::to_string(format.head_dim) + "_bs" + std::to_string(block_size) + "_hk" +
+           std::to_string(num_kv_heads) + "_n" + std::to_string(num_tokens) + "_" + dtype_name(dtype) + "_seed" +
+           std::to_string(seed) + (rotation ? "_rot" : "") + (codebook ? "_cb" : "");
+  }
+};
+
+// K/V element values, as fp32 (rounded to the dtype first).
+struct Inputs {
+  std::vector<float> k, v;
+};
+
+std::vector<std::uint8_t> to_bytes(const std::vector<float>& x, DType t) {
+  std::vector<std::uint8_t> out(x.size() * dtype_size(t));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (t == DType::kFloat32) {
+      std::memcpy(&out[4 * i], &x[i], 4);
+    } else {
+      const std::uint16_t h = t == DType::kFloat16 ? core::float_to_fp16(x[i]) : core::float_to_bf16(x[i]);
+      std::memcpy(&out[2 * i], &h, 2);
+    }
+  }
+  return out;
+}
+
+void expect_exact(const EncodeCase& c, const Inputs& in, const std::vector<CpuRun>& runs) {
+  const std::string config = c.name();
+  SCOPED_TRACE(config);
+  const BlockLayout layout{c.format, c.block_size, c.num_kv_heads};
+  const std::int64_t slots_needed = c.num_tokens + 5;
+  const std::int64_t num_blocks = (slots_needed + c.block_size - 1) / c.block_size + 1;
+  std::mt19937_64 rng(c.seed);
+  // Shuffled slots; every 7th token is padding (-1).
+  std::vector<std::int64_t> slots(static_cast<std::size_t>(num_blocks * c.block_size));
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), rng);
+  slots.resize(static_cast<std::size_t>(c.num_tokens));
+  for (std::size_t i = 3; i < slots.size(); i += 7) slots[i] = -1;
+  std::vector<std::uint8_t> initial(static_cast<std::size_t>(num_blocks * layout.block_bytes()));
+  for (auto& byte : initial) byte = static_cast<std::uint8_t>(rng());
+
+  const std::vector<std::uint8_t> kb = to_bytes(in.k, c.dtype);
+  const std::vector<std::uint8_t> vb = to_bytes(in.v, c.dtype);
+  EncodeArgs a;
+  a.keys = {kb.data(), kb.size()};
+  a.values = {vb.data(), vb.size()};
+  a.dtype = c.dtype;
+  a.num_tokens = c.num_tokens;
+  a.slot_mapping = {slots.data(), slots.size() * 8};
+  a.check_finite = c.check_finite;
+  a.codebook = c.codebook;
+  if (c.rotation) a.rotation = {c.rotation->data(), c.rotation->size() * 4};
+
+  std::vector<std::uint8_t> want = initial;
+  ASSERT_TRUE(encode_reference(CacheView{layout, want.data(), num_blocks}, a).ok());
+  for (const CpuRun& run : runs) {
+    std::vector<std::uint8_t> got = initial;
+    const Status s = encode_cpu(CacheView{layout, got.data(), num_blocks}, a, CpuOptions{run.threads, run.isa});
+    ASSERT_TRUE(s.ok()) << run.name() << ": " << s.to_string();
+    const std::int64_t bad = testing::first_bit_difference(got, want);
+    if (bad >= 0) {
+      const std::int64_t block = bad / layout.block_bytes();
+      const std::int64_t within = bad % layout.block_bytes();
+      ADD_FAILURE() << run.name() << ": cache byte " << bad << " (block " << block << ", offset " << within
+                    << (within >= layout.meta_offset() ? ", metadata" : ", data") << ") = " << int{got[bad]}
+                    << ", reference " << int{want[bad]};
+      testing::dump_bytes(config + "_" + run.name(), "keys", kb.data(), kb.size());
+      testing::dump_bytes(config + "_" + run.name(), "values", vb.data(), vb.size());
+      return;
+    }
+  }
+}
+
+Inputs random_inputs(const EncodeCase& c, float key_scale = 1.0f) {
+  const std::size_t n = static_cast<std::size_t>(c.num_tokens) * c.num_kv_heads * c.format.head_dim;
+  std::mt19937_64 rng(c.seed * 7919u + 1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Inputs in;
+  in.k.resize(n);
+  in.v.resize(n);
+  for (float& x : in.k) x = normal(rng) * key_scale;
+  for (float& x : in.v) x = normal(rng);
+  return in;
+}
+
+std::uint32_t test_seed(std::uint32_t base) {
+  std::printf("[ seed ] %u\n", base);
+  return base;
+}
+
+TEST(CpuEncodeExact, PresetsHeadDimsBlockSizesDtypes) {
+  std::uint32_t seed = test_seed(20000);
+  const auto runs = all_cpu_runs();
+  for (Preset preset : kAllPresets) {
+    for (int dims : {64, 128, 256}) {
+      for (int bs : {1, 16, 64}) {
+        EncodeCase c;
+        c.format = preset_format(preset, dims);
+        c.block_size = bs;
+        c.num_kv_heads = 1 + (seed % 3);
+        c.num_tokens = 45;
+        c.dtype = std::vector<DType>{DType::kFloat32, DType::kFloat16, DType::kBFloat16}[seed % 3];
+        c.seed = seed++;
+        expect_exact(c, random_inputs(c), runs);
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
+TEST(CpuEncodeExact, ManyTokensAllDtypes) {
+  std::uint32_t seed = test_seed(21000);
+  const auto runs = all_cpu_runs();
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    EncodeCase c;
+    c.format = preset_format(Preset::k4BitNc, 128);
+    c.num_kv_heads = 8;
+    c.num_tokens = 700;
+    c.dtype = t;
+    c.seed = seed++;
+    expect_exact(c, random_inputs(c, 3.0f), runs);
+  }
+}
+
+// Rows whose arithmetic has corners.
+TEST(CpuEncodeExact, SpecialRows) {
+  std::uint32_t seed = test_seed(22000);
+  const auto runs = all_cpu_runs({1, 2});
+  for (Preset preset : kAllPresets) {
+    EncodeCase c;
+    c.format = preset_format(preset, 64);
+    c.num_kv_heads = 1;
+    c.num_tokens = 12;
+    c.seed = seed++;
+    Inputs in = random_inputs(c);
+    const int d = 64;
+    auto row = [&](std::vector<float>& x, int token) { return x.begin() + token * d; };
+    std::fill(row(in.k, 0), row(in.k, 0) + d, 0.0f);  // zero key: norm 0
+    std::fill(row(in.v, 0), row(in.v, 0) + d, 0.0f);  // zero values: scale floor
+    std::fill(row(in.v, 1), row(in.v, 1) + d, 2.5f);  // constant values
+    for (int i = 0; i < d; ++i) in.v[2 * d + i] = (i % 3 == 0) ? -0.0f : (i % 3 == 1 ? 0.0f : 1.0f + i);  // +-0 min
+    for (int i = 0; i < d; ++i) in.v[4 * d + i] = (i % 2 == 0) ? 0.0f : -0.0f;                       // all zeros, mixed
+    for (int i = 0; i < d; ++i) in.v[5 * d + i] = (i == 7) ? -0.0f : -1.0f - i;                    // +-0 max
+    for (int i = 0; i < d; ++i) in.k[6 * d + i] = 1e5f * (i % 2 ? 1.0f : -3.0f);                  // norm > fp16 max
+    for (int i = 0; i < d; ++i) in.v[6 * d + i] = 1e6f * (i - 30);                                // scale > fp16 max
+    for (int i = 0; i < d; ++i) in.k[7 * d + i] = 1e-6f * (i + 1);                                // tiny norm: fp16 subnormal
+    for (int i = 0; i < d; ++i) in.v[7 * d + i] = 1e-7f * i;                                      // tiny scale
+    for (int i = 0; i < d; ++i) in.k[8 * d + i] = 3e20f * (i % 5 - 2);                            // dot16 overflows
+    for (int i = 0; i < d; ++i) in.v[8 * d + i] = (i % 2 ? 3e38f : -3e38f);                        // max - min overflows
+    for (int i = 0; i < d; ++i) in.k[9 * d + i] = 500.0f * (i % 7 - 3);                           // FP8 saturation
+    expect_exact(c, in, runs);
+  }
+}
+
+TEST(CpuEncodeExact, NonFiniteRowsWithChecksOff) {
+  std::uint32_t seed = test_seed(23000);
+  const auto runs = all_cpu_runs({1, 2});
+  for (Preset preset : kAllPresets) {
+    EncodeCase c;
+    c.format = preset_format(preset, 128);
+    c.num_tokens = 20;
+    c.check_finite = false;
+    c.seed = seed++;
+    Inputs in = random_inputs(c);
+    in.k[5] = std::numeric_limits<float>::infinity();
+    in.v[128 * 3 + 9] = -std::numeric_limits<float>::infinity();
+    in.k[128 * 10 + 1] = std::numeric_limits<float>::quiet_NaN();
+    in.v[128 * 13] = std::numeric_limits<float>::quiet_NaN();
+    expect_exact(c, in, runs);
+  }
+}
+
+TEST(CpuEncodeExact, DenseRotationAndCustomCodebooks) {
+  std::uint32_t seed = test_seed(24000);
+  const auto runs = all_cpu_runs({1, 2});
+  for (Preset preset : {Preset::k4BitNc, Preset::kK3V4Nc, Preset::k3BitNc}) {
+    EncodeCase c;
+    c.format = preset_format(preset, 64);
+    c.num_tokens = 30;
+    c.seed = seed++;
+    std::mt19937 rng(c.seed);
+    std::normal_distribution<float> normal(0.0f, 0.125f);
+    std::vector<float> rotation(64 * 64);
+    for (float& x : rotation) x = normal(rng);
+    c.rotation = &rotation;
+    expect_exact(c, random_inputs(c), runs);
+    c.rotation = nullptr;
+
+    // A sorted custom codebook, and one whose midpoints are not sorted (a
+    // Codebook filled by hand: bucketize must count, not binary-search).
+    const int size = 1 << c.format.key_bits;
+    std::vector<float> sorted(size);
+    for (int i = 0; i < size; ++i) sorted[i] = -0.3f + 0.6f * static_cast<float>(i * i) / float(size * size);
+    Codebook cb;
+    ASSERT_TRUE(make_codebook(c.format.key_bits, sorted, &cb).ok());
+    c.codebook = &cb;
+    expect_exact(c, random_inputs(c), runs);
+    Codebook unsorted = cb;
+    std::swap(unsorted.midpoints[1], unsorted.midpoints[size - 3]);
+    unsorted.centroids[0] = 0.2f;
+    c.codebook = &unsorted;
+    expect_exact(c, random_inputs(c), runs);
+  }
+}
+
+}  // namespace
+}  // namespace turboquant

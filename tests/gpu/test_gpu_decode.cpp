@@ -1,0 +1,116 @@
+// Decode on the GPU against the golden model: strict must reproduce every bit
+// of out and LSE, fast must stay within relative L2 1e-3 (fp32 output).
+#include "gpu_test_support.hpp"
+
+namespace {
+
+using namespace tq_gpu_test;
+
+struct Shape {
+  Preset preset;
+  int head_dim;
+  int block_size;
+  int num_kv_heads;
+  int group;
+  std::vector<int> seq_lens;
+  int num_splits;
+  DType query_dtype;
+  DType out_dtype;
+  bool dense_rotation = false;
+};
+
+// Edge grid plus random shapes: head_dim 64/128/256, block 16/32/64, GQA
+// 1/3/4/8 (and 32: more heads than one block takes), seq_len 0 .. 40000,
+// batch 1 .. 64, split counts that leave empty splits.
+std::vector<Shape> shapes(std::uint32_t seed) {
+  std::vector<Shape> v;
+  v.push_back({Preset::k4BitNc, 128, 16, 8, 4, {1, 37, 4096}, 32, DType::kFloat32, DType::kFloat32});
+  v.push_back({Preset::kK8V4, 128, 16, 2, 8, {0, 15, 16, 17, 1000}, 32, DType::kBFloat16, DType::kFloat32});
+  v.push_back({Preset::kK3V4Nc, 64, 32, 4, 1, {17, 129, 31, 32, 33}, 32, DType::kFloat16, DType::kFloat16});
+  v.push_back({Preset::k3BitNc, 256, 64, 2, 8, {40000, 513}, 32, DType::kFloat32, DType::kFloat32});
+  v.push_back({Preset::k4BitNc, 64, 16, 1, 32, {300, 2000}, 7, DType::kFloat32, DType::kBFloat16});
+  v.push_back({Preset::kK8V4, 256, 32, 4, 3, {65, 1, 700}, 128, DType::kFloat32, DType::kFloat32});
+  v.push_back({Preset::k4BitNc, 256, 16, 4, 4, {257, 3}, 1, DType::kFloat16, DType::kFloat32});
+  v.push_back({Preset::kK3V4Nc, 128, 64, 8, 4, {5000}, 32, DType::kFloat32, DType::kFloat32});
+  v.push_back({Preset::k4BitNc, 128, 16, 2, 4, {100, 37}, 32, DType::kFloat32, DType::kFloat32, true});
+  v.push_back({Preset::k3BitNc, 64, 16, 2, 4, {1000, 0}, 16, DType::kFloat32, DType::kFloat32, true});
+  std::mt19937 rng(seed);
+  const Preset presets[] = {Preset::kK8V4, Preset::k4BitNc, Preset::kK3V4Nc, Preset::k3BitNc};
+  const int dims[] = {64, 128, 256};
+  const int blocks[] = {16, 32, 64};
+  const int groups[] = {1, 4, 8};
+  const DType dtypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
+  for (int i = 0; i < 10; ++i) {
+    Shape s{presets[i % 4], dims[(i / 4) % 3], blocks[rng() % 3], 1 + static_cast<int>(rng() % 4), groups[rng() % 3],
+            {}, (i % 3 == 0) ? 32 : 1 + static_cast<int>(rng() % 64), dtypes[rng() % 3], dtypes[rng() % 3]};
+    const int batch = 1 + static_cast<int>(rng() % 64);
+    // Keep the CPU oracle's work bounded: about 400K token x query-head pairs.
+    const int budget = 800000 / (batch * s.num_kv_heads * s.group) + 1;
+    const int longest = std::min(40000, budget);
+    for (int b = 0; b < batch; ++b) s.seq_lens.push_back(static_cast<int>(rng() % (longest + 1)));
+    v.push_back(s);
+  }
+  return v;
+}
+
+DecodeProblem build(const Shape& s, std::uint32_t seed) {
+  DecodeProblem p = make_problem(s.preset, s.head_dim, s.block_size, s.num_kv_heads, s.group, s.seq_lens, seed);
+  set_query_dtype(p, s.query_dtype, seed + 1);
+  p.num_splits = s.num_splits;
+  if (s.dense_rotation) {  // any finite matrix exercises the dense path bit for bit
+    std::mt19937 rng(seed + 2);
+    std::normal_distribution<float> nd(0.0f, 1.0f / std::sqrt(float(s.head_dim)));
+    p.rotation.resize(std::size_t(s.head_dim) * s.head_dim);
+    for (float& x : p.rotation) x = nd(rng);
+  }
+  return p;
+}
+
+class GpuDecode : public ::testing::Test {
+ protected:
+  void SetUp() override { TQ_REQUIRE_DEVICE(); }
+};
+
+// One golden-model run per shape, compared with both modes.
+TEST_F(GpuDecode, StrictBitExactAndFastWithinTolerance) {
+  const std::uint32_t seed = 20261129;
+  std::printf("seed %u\n", seed);
+  int index = 0;
+  for (const Shape& s : shapes(seed)) {
+    const DecodeProblem p = build(s, seed + 17 * index++);
+    SCOPED_TRACE(describe(p));
+    std::vector<std::uint8_t> ref_out, gpu_out;
+    std::vector<float> ref_lse, gpu_lse;
+    ASSERT_TRUE(decode_reference(p.view(), p.args(s.out_dtype, ref_out, ref_lse)).ok());
+    Status st = cuda::decode_from_host(p.view(), p.args(s.out_dtype, gpu_out, gpu_lse), cuda::CudaMode::kStrict);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    const std::int64_t at = first_difference(ref_out.data(), gpu_out.data(), ref_out.size());
+    EXPECT_EQ(at, -1) << "strict out differs at byte " << at;
+    EXPECT_EQ(first_difference(ref_lse.data(), gpu_lse.data(), ref_lse.size() * 4), -1) << "strict lse differs";
+
+    // Fast: same problem, fp32 output, relative L2 against the golden output.
+    std::vector<std::uint8_t> ref32, fast_out;
+    std::vector<float> ref32_lse, fast_lse;
+    const std::vector<float> ref = s.out_dtype == DType::kFloat32 ? widen(ref_out, DType::kFloat32) : [&] {
+      EXPECT_TRUE(decode_reference(p.view(), p.args(DType::kFloat32, ref32, ref32_lse)).ok());
+      return widen(ref32, DType::kFloat32);
+    }();
+    const char* kernel = cuda::decode_kernel_name(p.view(), p.args(DType::kFloat32, fast_out, fast_lse), cuda::CudaMode::kFast);
+    st = cuda::decode_from_host(p.view(), p.args(DType::kFloat32, fast_out, fast_lse), cuda::CudaMode::kFast);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    const double err = rel_l2(widen(fast_out, DType::kFloat32), ref);
+    double lse_err = 0.0;
+    for (std::size_t i = 0; i < ref_lse.size(); ++i) {
+      if (std::isinf(ref_lse[i])) {
+        EXPECT_EQ(ref_lse[i], fast_lse[i]) << "row " << i;
+      } else {
+        lse_err = std::max(lse_err, std::fabs(double(fast_lse[i]) - ref_lse[i]));
+      }
+    }
+    std::printf("  %-64s %s rel_l2 %.3g, max |lse err| %.3g\n", describe(p).c_str(), kernel, err, lse_err);
+    EXPECT_LE(err, 1e-3);
+    EXPECT_LE(lse_err, 1e-2);
+  }
+}
+
+}  // namespace

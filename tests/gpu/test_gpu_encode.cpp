@@ -1,0 +1,100 @@
+// Encode on the GPU: the cache bytes must equal encode_reference's, for every
+// preset, head_dim, input dtype, with padding slots (-1), constant and zero
+// vectors (value-scale floor), large values (fp16 clamp, fp8 saturation) and
+// a dense rotation.
+#include "gpu_test_support.hpp"
+
+namespace {
+
+using namespace tq_gpu_test;
+
+struct EncodeCase {
+  Preset preset;
+  int head_dim;
+  int block_size;
+  int num_kv_heads;
+  int num_tokens;
+  DType dtype;
+  bool dense_rotation;
+};
+
+void run_case(const EncodeCase& ec, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  const BlockLayout l{preset_format(ec.preset, ec.head_dim), ec.block_size, ec.num_kv_heads};
+  const std::int64_t num_blocks = (ec.num_tokens + ec.block_size - 1) / ec.block_size + 3;
+  const int dims = ec.head_dim;
+  const std::size_t count = std::size_t(ec.num_tokens) * ec.num_kv_heads * dims;
+  std::vector<std::uint8_t> keys, values;
+  fill_elements(keys, ec.dtype, count, rng, 1.0f);
+  fill_elements(values, ec.dtype, count, rng, 1.0f);
+  std::uniform_int_distribution<int> pick(0, 9);
+  for (int i = 0; i < ec.num_tokens; ++i) {
+    for (int h = 0; h < ec.num_kv_heads; ++h) {
+      const std::int64_t base = (std::int64_t{i} * ec.num_kv_heads + h) * dims;
+      const int kind = pick(rng);
+      for (int d = 0; d < dims; ++d) {
+        float kv = detail::load_element(keys.data(), ec.dtype, base + d);
+        float vv = detail::load_element(values.data(), ec.dtype, base + d);
+        if (kind == 0) vv = 0.25f;                                   // constant value vector: scale floor
+        if (kind == 1) kv = vv = 0.0f;                               // zero vectors
+        if (kind == 2) {                                             // outliers: fp8 saturation, fp16 clamp
+          kv *= 3000.0f;
+          vv *= (ec.dtype == DType::kFloat16 ? 3000.0f : 1.0e6f);
+        }
+        if (kind == 3 && d % 7 == 0) vv = -0.0f;                     // signed zeros in the min/max scan
+        detail::store_element(keys.data(), ec.dtype, base + d, kv);
+        detail::store_element(values.data(), ec.dtype, base + d, vv);
+      }
+    }
+  }
+  std::vector<std::int64_t> slots(num_blocks * ec.block_size);
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), rng);
+  slots.resize(ec.num_tokens);
+  for (int i = 0; i < ec.num_tokens; i += 11) slots[i] = -1;  // padding tokens are skipped
+  std::vector<float> rotation;
+  if (ec.dense_rotation) {
+    std::normal_distribution<float> nd(0.0f, 1.0f / std::sqrt(float(dims)));
+    rotation.resize(std::size_t(dims) * dims);
+    for (float& x : rotation) x = nd(rng);
+  }
+  EncodeArgs a;
+  a.keys = {keys.data(), keys.size()};
+  a.values = {values.data(), values.size()};
+  a.dtype = ec.dtype;
+  a.num_tokens = ec.num_tokens;
+  a.slot_mapping = {slots.data(), slots.size() * 8};
+  if (!rotation.empty()) a.rotation = {rotation.data(), rotation.size() * 4};
+  const std::size_t bytes = static_cast<std::size_t>(num_blocks * l.block_bytes());
+  std::vector<std::uint8_t> ref(bytes, 0x5a), gpu(bytes, 0x5a);
+  const Status rs = encode_reference(CacheView{l, ref.data(), num_blocks}, a);
+  ASSERT_TRUE(rs.ok()) << rs.to_string();
+  const Status gs = cuda::encode_from_host(CacheView{l, gpu.data(), num_blocks}, a);
+  ASSERT_TRUE(gs.ok()) << gs.to_string();
+  const std::int64_t at = first_difference(ref.data(), gpu.data(), bytes);
+  EXPECT_EQ(at, -1) << "first differing cache byte " << at << " (block " << (at < 0 ? -1 : at / l.block_bytes())
+                    << ", offset " << (at < 0 ? -1 : at % l.block_bytes()) << ")";
+}
+
+TEST(GpuEncode, BytesEqualGoldenEncode) {
+  TQ_REQUIRE_DEVICE();
+  const std::uint32_t seed = 4242;
+  std::printf("seed %u\n", seed);
+  const DType dtypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
+  const int blocks[] = {16, 32, 64, 1};
+  int index = 0;
+  for (Preset preset : kAllPresets) {
+    for (int dims : {64, 128, 256}) {
+      const EncodeCase ec{preset, dims, blocks[index % 4], 1 + index % 5, 300 + 37 * index, dtypes[index % 3], false};
+      SCOPED_TRACE(std::string(preset_name(preset)) + " D=" + std::to_string(dims) + " dtype " + dtype_name(ec.dtype));
+      run_case(ec, seed + index++);
+    }
+  }
+  for (Preset preset : {Preset::k4BitNc, Preset::k3BitNc}) {
+    const EncodeCase ec{preset, 128, 16, 2, 200, DType::kFloat32, true};
+    SCOPED_TRACE(std::string(preset_name(preset)) + " dense rotation");
+    run_case(ec, seed + index++);
+  }
+}
+
+}  // namespace

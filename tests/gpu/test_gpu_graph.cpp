@@ -1,0 +1,145 @@
+// The device entry points under CUDA-graph capture: one capture, replays with
+// new seq_lens, queries and cache contents, each checked against the golden
+// model (strict bitwise, fast within 1e-3). Also the host-side checks.
+#include <cuda_runtime.h>
+
+#include "gpu_test_support.hpp"
+
+namespace {
+
+using namespace tq_gpu_test;
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+struct DeviceMem {
+  void* p = nullptr;
+  explicit DeviceMem(std::size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes ? bytes : 1), cudaSuccess); }
+  ~DeviceMem() { cudaFree(p); }
+  DeviceMem(const DeviceMem&) = delete;
+  DeviceMem& operator=(const DeviceMem&) = delete;
+};
+
+void replay_and_check(cuda::CudaMode mode) {
+  // Fixed capacity: batch 4, up to 3000 tokens per sequence.
+  const std::vector<int> capacity = {3000, 3000, 3000, 3000};
+  DecodeProblem p = make_problem(Preset::k4BitNc, 128, 16, 4, 4, capacity, 99);
+  const int dims = 128;
+  DeviceMem cache(p.cache.size()), query(p.query.size()), table(p.block_table.size() * 4), lens(p.seq_lens.size() * 4),
+      out(p.rows() * dims * 4), lse(p.rows() * 4),
+      work(cuda::decode_workspace_bytes(p.batch, p.num_q_heads, p.num_splits, dims));
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreate(&stream));
+  CUDA_OK(cudaMemcpy(cache.p, p.cache.data(), p.cache.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(table.p, p.block_table.data(), p.block_table.size() * 4, cudaMemcpyHostToDevice));
+  const ConstCacheView dcache(p.layout, static_cast<const std::uint8_t*>(cache.p), p.num_blocks);
+  DecodeArgs a;
+  a.query = {query.p, p.query.size()};
+  a.batch = p.batch;
+  a.num_q_heads = p.num_q_heads;
+  a.block_table = {table.p, p.block_table.size() * 4};
+  a.max_blocks_per_seq = p.max_blocks_per_seq;
+  a.seq_lens = {lens.p, p.seq_lens.size() * 4};
+  a.softmax_scale = p.softmax_scale;
+  a.num_splits = p.num_splits;
+  a.out = {out.p, p.rows() * dims * 4};
+  a.lse = {lse.p, p.rows() * 4};
+  const MutableBuffer ws{work.p, cuda::decode_workspace_bytes(p.batch, p.num_q_heads, p.num_splits, dims)};
+
+  // Warm-up call outside the capture (module load, function attributes).
+  CUDA_OK(cudaMemcpy(lens.p, p.seq_lens.data(), p.seq_lens.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(query.p, p.query.data(), p.query.size(), cudaMemcpyHostToDevice));
+  ASSERT_TRUE(cuda::decode(dcache, a, mode, ws, stream).ok());
+  CUDA_OK(cudaStreamSynchronize(stream));
+
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  const Status cs = cuda::decode(dcache, a, mode, ws, stream);
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  ASSERT_TRUE(cs.ok()) << cs.to_string();
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+
+  std::mt19937 rng(5);
+  for (int replay = 0; replay < 3; ++replay) {
+    for (int& len : p.seq_lens) len = static_cast<int>(rng() % 3001);
+    p.seq_lens[replay % 4] = replay == 0 ? 0 : p.seq_lens[replay % 4];
+    set_query_dtype(p, DType::kFloat32, 100 + replay);
+    if (replay == 2) {  // new cache contents too
+      DecodeProblem q = make_problem(Preset::k4BitNc, 128, 16, 4, 4, capacity, 1234);
+      p.cache = q.cache;
+      CUDA_OK(cudaMemcpy(cache.p, p.cache.data(), p.cache.size(), cudaMemcpyHostToDevice));
+    }
+    CUDA_OK(cudaMemcpy(lens.p, p.seq_lens.data(), p.seq_lens.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(query.p, p.query.data(), p.query.size(), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    std::vector<float> got(p.rows() * dims), got_lse(p.rows());
+    CUDA_OK(cudaMemcpy(got.data(), out.p, got.size() * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(got_lse.data(), lse.p, got_lse.size() * 4, cudaMemcpyDeviceToHost));
+    std::vector<std::uint8_t> ref_out;
+    std::vector<float> ref_lse;
+    ASSERT_TRUE(decode_reference(p.view(), p.args(DType::kFloat32, ref_out, ref_lse)).ok());
+    const std::vector<float> ref = widen(ref_out, DType::kFloat32);
+    if (mode == cuda::CudaMode::kStrict) {
+      EXPECT_EQ(first_difference(ref.data(), got.data(), ref.size() * 4), -1) << "replay " << replay;
+      EXPECT_EQ(first_difference(ref_lse.data(), got_lse.data(), ref_lse.size() * 4), -1) << "replay " << replay;
+    } else {
+      EXPECT_LE(rel_l2(got, ref), 1e-3) << "replay " << replay;
+    }
+  }
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
+TEST(GpuGraph, StrictDecodeReplays) {
+  TQ_REQUIRE_DEVICE();
+  replay_and_check(cuda::CudaMode::kStrict);
+}
+
+TEST(GpuGraph, FastDecodeReplays) {
+  TQ_REQUIRE_DEVICE();
+  replay_and_check(cuda::CudaMode::kFast);
+}
+
+TEST(GpuApi, HostChecksNameTheBadArgument) {
+  // No device needed: can_implement reads no device memory.
+  DecodeProblem p = make_problem(Preset::k4BitNc, 128, 16, 2, 4, {10}, 1);
+  std::vector<std::uint8_t> out;
+  std::vector<float> lse;
+  DecodeArgs a = p.args(DType::kFloat32, out, lse);
+  EXPECT_TRUE(cuda::decode_can_implement(p.view(), a, cuda::CudaMode::kFast).ok());
+  a.num_splits = 0;
+  Status s = cuda::decode_can_implement(p.view(), a, cuda::CudaMode::kFast);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("num_splits"), std::string::npos) << s.message();
+  a = p.args(DType::kFloat32, out, lse);
+  a.out.bytes -= 4;
+  s = cuda::decode_can_implement(p.view(), a, cuda::CudaMode::kStrict);
+  EXPECT_EQ(s.code(), StatusCode::kBufferTooSmall);
+  EXPECT_NE(s.message().find("out"), std::string::npos) << s.message();
+  DecodeProblem q = make_problem(Preset::kK8V4, 96, 16, 2, 4, {10}, 1);
+  a = q.args(DType::kFloat32, out, lse);
+  EXPECT_EQ(cuda::decode_can_implement(q.view(), a, cuda::CudaMode::kStrict).code(), StatusCode::kUnsupported);
+  EXPECT_EQ(cuda::decode_workspace_bytes(0, 8, 32, 128), 0u);
+  EXPECT_GE(cuda::decode_workspace_bytes(2, 8, 32, 128), std::size_t(2) * 8 * 32 * 130 * 4);
+  EXPECT_STREQ(cuda::decode_kernel_name(p.view(), p.args(DType::kFloat32, out, lse), cuda::CudaMode::kStrict),
+               "cuda:strict");
+}
+
+TEST(GpuApi, NoDeviceIsReportedAsBackendUnavailable) {
+  const Status s = cuda::device_status();
+  if (s.ok()) {
+    std::printf("device: %s\n", cuda::device_description().c_str());
+    SUCCEED();
+  } else {
+    EXPECT_EQ(s.code(), StatusCode::kBackendUnavailable);
+    DecodeProblem p = make_problem(Preset::k4BitNc, 64, 16, 1, 1, {5}, 1);
+    std::vector<std::uint8_t> out;
+    std::vector<float> lse;
+    EXPECT_EQ(cuda::decode_from_host(p.view(), p.args(DType::kFloat32, out, lse), cuda::CudaMode::kFast).code(),
+              StatusCode::kBackendUnavailable);
+  }
+}
+
+}  // namespace

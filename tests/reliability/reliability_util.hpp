@@ -1,0 +1,260 @@
+// Helpers for the reliability tests (docs/RELIABILITY.md): the backends a
+// test runs (the golden model always, the fast CPU backend when this tree
+// has it), guarded buffers, seeds, and a streaming float64 attention over the
+// dequantized cache for long sequences.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/f64_oracle.hpp"
+#include "common/random_problem.hpp"
+#include "turboquant/core/token_codec.hpp"
+#include "turboquant/detail/elements.hpp"
+#include "turboquant/turboquant.hpp"
+#if __has_include("turboquant/cpu.hpp")
+#include "turboquant/cpu.hpp"
+#define TQ_REL_HAVE_CPU 1
+#else
+#define TQ_REL_HAVE_CPU 0
+#endif
+
+namespace tq_rel {
+
+using namespace turboquant;  // NOLINT: test code
+
+// The seed of a random test: TQ_SEED from the environment, else `fallback`.
+// Printed so that a failure can be replayed (TQ_SEED=<n> ./test_reliability).
+inline std::uint32_t seed(std::uint32_t fallback) {
+  const char* env = std::getenv("TQ_SEED");
+  const std::uint32_t s = env ? static_cast<std::uint32_t>(std::strtoul(env, nullptr, 10)) : fallback;
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::printf("[   SEED   ] %s.%s: %u (rerun with TQ_SEED=%u)\n", info ? info->test_suite_name() : "?",
+              info ? info->name() : "?", s, s);
+  return s;
+}
+
+struct DecodeBackend {
+  std::string name;
+  std::function<Status(const ConstCacheView&, const DecodeArgs&)> decode;
+};
+struct EncodeBackend {
+  std::string name;
+  std::function<Status(const CacheView&, const EncodeArgs&)> encode;
+};
+
+// Every decode path of this build: the golden model, then the CPU backend at
+// 1 and 2 threads on its default ISA (test_determinism covers every ISA).
+inline std::vector<DecodeBackend> decode_backends() {
+  std::vector<DecodeBackend> v{{"reference", decode_reference}};
+#if TQ_REL_HAVE_CPU
+  for (int threads : {1, 2}) {
+    CpuOptions o;
+    o.threads = threads;
+    v.push_back({"cpu(threads=" + std::to_string(threads) + ")",
+                 [o](const ConstCacheView& c, const DecodeArgs& a) { return decode_cpu(c, a, o); }});
+  }
+#endif
+  return v;
+}
+
+inline std::vector<EncodeBackend> encode_backends() {
+  std::vector<EncodeBackend> v{{"reference", encode_reference}};
+#if TQ_REL_HAVE_CPU
+  for (int threads : {1, 2}) {
+    CpuOptions o;
+    o.threads = threads;
+    v.push_back({"cpu(threads=" + std::to_string(threads) + ")",
+                 [o](const CacheView& c, const EncodeArgs& a) { return encode_cpu(c, a, o); }});
+  }
+#endif
+  return v;
+}
+
+// A buffer with kGuard canary bytes before and after it, in one allocation.
+class Guarded {
+ public:
+  static constexpr std::size_t kGuard = 64;
+  explicit Guarded(std::size_t bytes, std::uint8_t fill = 0xA5) : raw_(bytes + 2 * kGuard, fill), bytes_(bytes) {
+    for (std::size_t i = 0; i < kGuard; ++i) {
+      raw_[i] = canary(i);
+      raw_[kGuard + bytes + i] = canary(i + 1000);
+    }
+  }
+  std::uint8_t* data() { return raw_.data() + kGuard; }
+  const std::uint8_t* data() const { return raw_.data() + kGuard; }
+  std::size_t size() const { return bytes_; }
+  MutableBuffer buffer() { return {data(), bytes_}; }
+  ConstBuffer const_buffer() const { return {data(), bytes_}; }
+  // The first guard byte that changed, or "" when all are intact.
+  std::string damage() const {
+    for (std::size_t i = 0; i < kGuard; ++i) {
+      if (raw_[i] != canary(i)) return "guard byte " + std::to_string(kGuard - i) + " before the buffer changed";
+      if (raw_[kGuard + bytes_ + i] != canary(i + 1000)) return "guard byte " + std::to_string(i) + " after the buffer changed";
+    }
+    return "";
+  }
+
+ private:
+  static std::uint8_t canary(std::size_t i) { return static_cast<std::uint8_t>(0x5A ^ (i * 131)); }
+  std::vector<std::uint8_t> raw_;
+  std::size_t bytes_;
+};
+
+inline bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+}
+
+inline bool all_finite(const std::vector<float>& v) {
+  for (float x : v) {
+    if (!std::isfinite(x)) return false;
+  }
+  return true;
+}
+
+// Every fp16 metadata field of every (slot, head) in `slots` is finite.
+inline bool metadata_finite(const BlockLayout& l, const std::uint8_t* cache, const std::vector<std::int64_t>& slots,
+                            std::string* where = nullptr) {
+  for (std::int64_t slot : slots) {
+    if (slot < 0) continue;
+    const std::uint8_t* block = cache + l.block_base(slot / l.block_size);
+    const int t = static_cast<int>(slot % l.block_size);
+    for (int h = 0; h < l.num_kv_heads; ++h) {
+      for (MetaField f : {MetaField::kKeyNorm, MetaField::kValueScale, MetaField::kValueZero}) {
+        if (f == MetaField::kKeyNorm && l.format.fp8_keys()) continue;
+        if (!std::isfinite(core::read_meta(l, block, t, h, f))) {
+          if (where) *where = "slot " + std::to_string(slot) + " head " + std::to_string(h) + " field " + std::to_string(int(f));
+          return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+// Streaming float64 attention over the dequantized cache, written like
+// tests/common/f64_oracle.hpp (independent of the library's decode) but in one
+// pass with a running max, so that 1,000,000-token sequences need no
+// per-token storage. out [B, Hq, D], lse [B, Hq] (natural log).
+inline void f64_attention_streaming(const testing::OracleInput& in, std::vector<double>& out, std::vector<double>& lse) {
+  const Format& f = in.layout.format;
+  const int D = f.head_dim, bs = in.layout.block_size, hk = in.layout.num_kv_heads;
+  const int group = in.num_q_heads / hk;
+  const std::int64_t stride = in.layout.block_bytes();
+  const std::int64_t meta = in.layout.meta_offset();
+  const int nf = f.fp8_keys() ? 2 : 3;
+  const float* cents = f.fp8_keys() ? nullptr : vllm_codebook(D, f.key_bits).centroids;
+  out.assign(static_cast<std::size_t>(in.batch) * in.num_q_heads * D, 0.0);
+  lse.assign(static_cast<std::size_t>(in.batch) * in.num_q_heads, -INFINITY);
+  std::vector<double> q(D), acc(D);
+  for (int b = 0; b < in.batch; ++b) {
+    const int len = in.seq_lens[b];
+    for (int hq = 0; hq < in.num_q_heads; ++hq) {
+      const int h = hq / group;
+      const float* qrow = in.query + (std::int64_t{b} * in.num_q_heads + hq) * D;
+      for (int i = 0; i < D; ++i) {
+        if (f.fp8_keys()) {
+          q[i] = qrow[i];
+          continue;
+        }
+        double s = 0;
+        for (int j = 0; j < D; ++j) s += (__builtin_popcount(i & j) & 1 ? -1.0 : 1.0) * qrow[j];
+        q[i] = s / std::sqrt(double(D));
+      }
+      double mx = -INFINITY, den = 0;
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int t = 0; t < len; ++t) {
+        const std::uint8_t* blk = in.cache + in.block_table[std::int64_t{b} * in.max_blocks + t / bs] * stride;
+        const int slot = t % bs;
+        const std::uint8_t* rec = blk + (std::int64_t{slot} * hk + h) * f.data_bytes();
+        const auto field = [&](int fi) {
+          return testing::oracle_fp16(blk + meta + 2 * ((std::int64_t{h} * nf + fi) * bs + slot));
+        };
+        double dot = 0;
+        for (int d = 0; d < D; ++d) {
+          const double k = f.fp8_keys() ? core::fp8_e4m3_to_float(rec[d]) : cents[testing::oracle_code(f.key_bits, rec, d)];
+          dot += q[d] * k;
+        }
+        const double score = (f.fp8_keys() ? dot : dot * field(0)) * in.scale;
+        const double vscale = field(nf - 2), vzero = field(nf - 1);
+        if (score > mx) {
+          const double r = std::exp(mx - score);
+          den *= r;
+          for (double& a : acc) a *= r;
+          mx = score;
+        }
+        const double w = std::exp(score - mx);
+        den += w;
+        for (int d = 0; d < D; ++d) {
+          acc[d] += w * (testing::oracle_code(f.value_bits, rec + f.key_data_bytes(), d) * vscale + vzero);
+        }
+      }
+      if (len == 0) continue;
+      for (int d = 0; d < D; ++d) out[(std::int64_t{b} * in.num_q_heads + hq) * D + d] = acc[d] / den;
+      lse[std::int64_t{b} * in.num_q_heads + hq] = mx + std::log(den);
+    }
+  }
+}
+
+// Re-encodes p.keys / p.values (after a test changed them) into a zeroed cache.
+inline Status reencode(testing::Problem& p, DType dtype = DType::kFloat32) {
+  std::fill(p.cache.begin(), p.cache.end(), 0);
+  std::vector<std::uint8_t> k(p.keys.size() * dtype_size(dtype)), v(k.size());
+  for (std::size_t i = 0; i < p.keys.size(); ++i) {
+    detail::store_element(k.data(), dtype, std::int64_t(i), p.keys[i]);
+    detail::store_element(v.data(), dtype, std::int64_t(i), p.values[i]);
+  }
+  EncodeArgs e;
+  e.keys = {k.data(), k.size()};
+  e.values = {v.data(), v.size()};
+  e.dtype = dtype;
+  e.num_tokens = static_cast<std::int64_t>(p.slots.size());
+  e.slot_mapping = {p.slots.data(), p.slots.size() * 8};
+  return encode_reference(CacheView{p.layout, p.cache.data(), p.num_blocks}, e);
+}
+
+// The float64 oracle's input for a decode call over host buffers.
+inline testing::OracleInput oracle_input(const ConstCacheView& cache, const DecodeArgs& a) {
+  testing::OracleInput in{cache.layout,
+                          cache.data,
+                          a.batch,
+                          a.num_q_heads,
+                          a.max_blocks_per_seq,
+                          static_cast<const std::int32_t*>(a.block_table.data),
+                          static_cast<const std::int32_t*>(a.seq_lens.data),
+                          static_cast<const float*>(a.query.data),
+                          static_cast<double>(a.softmax_scale)};
+  return in;
+}
+
+// max |got - want| / max(|want|) over a row set, and the same for the LSE.
+struct Error64 {
+  double out_rel = 0;  // max abs error / max abs reference value
+  double lse_abs = 0;
+};
+inline Error64 compare64(const std::vector<float>& out, const std::vector<float>& lse, const std::vector<double>& out64,
+                         const std::vector<double>& lse64) {
+  Error64 e;
+  double scale = 0, err = 0;
+  for (std::size_t i = 0; i < out64.size(); ++i) {
+    scale = std::max(scale, std::abs(out64[i]));
+    err = std::max(err, std::abs(double(out[i]) - out64[i]));
+  }
+  e.out_rel = scale > 0 ? err / scale : err;
+  for (std::size_t i = 0; i < lse64.size(); ++i) {
+    if (std::isinf(lse64[i]) && lse64[i] == double(lse[i])) continue;
+    e.lse_abs = std::max(e.lse_abs, std::abs(double(lse[i]) - lse64[i]));
+  }
+  return e;
+}
+
+}  // namespace tq_rel

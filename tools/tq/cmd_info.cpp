@@ -1,0 +1,135 @@
+// tq info: the sizes and offsets of one format and block layout (docs/FORMAT.md
+// §2, §3, facts §b). Every number comes from core's Format and BlockLayout.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+
+#include "common.hpp"
+
+namespace tq {
+namespace {
+
+using turboquant::BlockLayout;
+using turboquant::Format;
+using turboquant::MetaField;
+
+struct InfoOptions {
+  std::string preset;
+  int head_dim = 0;
+  int block_size = 16;
+  int kv_heads = 1;
+  int slot = -1;  // optional: where one record lives
+  int head = 0;
+  std::int64_t block = -1;  // optional: where one block starts
+  bool json = false;
+};
+
+void line(const char* name, const std::string& value) { std::printf("%-22s %s\n", name, value.c_str()); }
+
+int run_info(const InfoOptions& o) {
+  const turboquant::Preset preset = parse_preset("--preset", o.preset);
+  const Format f = turboquant::preset_format(preset, o.head_dim);
+  const BlockLayout l{f, o.block_size, o.kv_heads};
+  ensure(turboquant::validate_layout(l), "--preset " + o.preset + " --head-dim " + std::to_string(o.head_dim) +
+                                            " --block-size " + std::to_string(o.block_size) + " --kv-heads " +
+                                            std::to_string(o.kv_heads));
+  if (o.block < -1) fail("--block", std::to_string(o.block) + " must be >= 0");
+  if (o.slot < -1 || o.slot >= l.block_size) {
+    fail("--slot", std::to_string(o.slot) + " is outside [0, " + std::to_string(l.block_size) + ") (block_size)");
+  }
+  if (o.slot >= 0 && (o.head < 0 || o.head >= l.num_kv_heads)) {
+    fail("--head", std::to_string(o.head) + " is outside [0, " + std::to_string(l.num_kv_heads) + ") (kv heads)");
+  }
+  const std::int64_t meta_region = std::int64_t{2} * f.meta_fields() * l.block_size * l.num_kv_heads;
+  const std::int64_t padding = l.block_bytes() - l.used_block_bytes();
+  const char* field_names = f.fp8_keys() ? "value scale, value zero" : "key norm, value scale, value zero";
+
+  json j{{"preset", turboquant::preset_name(preset)},
+         {"description", turboquant::describe(f)},
+         {"head_dim", f.head_dim},
+         {"block_size", l.block_size},
+         {"kv_heads", l.num_kv_heads},
+         {"key_bits", f.key_bits},
+         {"fp8_keys", f.fp8_keys()},
+         {"value_bits", f.value_bits},
+         {"norm_correction", f.norm_correction},
+         {"key_data_bytes", f.key_data_bytes()},
+         {"value_data_bytes", f.value_data_bytes()},
+         {"data_bytes", f.data_bytes()},
+         {"meta_fields", f.meta_fields()},
+         {"slot_bytes", f.slot_bytes()},
+         {"slot_bytes_aligned", f.slot_bytes_aligned()},
+         {"bytes_per_token_head", f.slot_bytes_aligned()},
+         {"meta_offset", l.meta_offset()},
+         {"meta_region_bytes", meta_region},
+         {"padding_bytes", padding},
+         {"block_bytes", l.block_bytes()},
+         {"compression_vs_bf16", f.compression_vs_bf16()}};
+  if (o.slot >= 0) {
+    const int t = o.slot, h = o.head;
+    json rec{{"slot", t},
+             {"head", h},
+             {"key_bytes", {l.key_data_offset(t, h), l.key_data_offset(t, h) + f.key_data_bytes()}},
+             {"value_bytes", {l.value_data_offset(t, h), l.value_data_offset(t, h) + f.value_data_bytes()}},
+             {"value_scale_offset", l.meta_field_offset(t, h, MetaField::kValueScale)},
+             {"value_zero_offset", l.meta_field_offset(t, h, MetaField::kValueZero)}};
+    if (!f.fp8_keys()) rec["key_norm_offset"] = l.meta_field_offset(t, h, MetaField::kKeyNorm);
+    j["record"] = rec;
+  }
+  if (o.block >= 0) j["block_offset"] = json{{"block", o.block}, {"offset", l.block_base(o.block)}};
+  if (o.json) {
+    print_json(j);
+    return kExitOk;
+  }
+
+  line("preset", std::string(turboquant::preset_name(preset)) + " (" + turboquant::describe(f) + ")");
+  line("key bits", f.fp8_keys() ? "8 (FP8 e4m3fn, not rotated)" : std::to_string(f.key_bits) + " (Lloyd-Max, rotated)");
+  line("value bits", std::to_string(f.value_bits) + " (uniform, fp16 scale and zero)");
+  line("norm correction", f.norm_correction ? "on" : "off");
+  line("key data bytes", std::to_string(f.key_data_bytes()));
+  line("value data bytes", std::to_string(f.value_data_bytes()));
+  line("meta fields", std::to_string(f.meta_fields()) + " x fp16 (" + field_names + ")");
+  line("slot bytes", std::to_string(f.slot_bytes()) + " = " + std::to_string(f.key_data_bytes()) + " + " +
+                         std::to_string(f.value_data_bytes()) + " + " + std::to_string(f.meta_bytes()) +
+                         " (aligned " + std::to_string(f.slot_bytes_aligned()) + ")");
+  line("bytes per token-head", std::to_string(f.slot_bytes_aligned()));
+  line("compression vs bf16", fmt("%.2fx (%d / %d bytes)", f.compression_vs_bf16(), 4 * f.head_dim,
+                                  f.slot_bytes_aligned()));
+  line("block", "block_size " + std::to_string(l.block_size) + ", kv heads " + std::to_string(l.num_kv_heads));
+  line("data region", "[0, " + std::to_string(l.meta_offset()) + ")  [block_size][kv_heads][" +
+                          std::to_string(f.data_bytes()) + "]");
+  line("meta offset", std::to_string(l.meta_offset()));
+  line("meta region bytes", std::to_string(meta_region) + "  fp16 [kv_heads][" + std::to_string(f.meta_fields()) +
+                                "][block_size]");
+  line("padding bytes", std::to_string(padding));
+  line("block bytes", std::to_string(l.block_bytes()));
+  if (o.slot >= 0) {
+    const json& r = j["record"];
+    const std::string at = "slot " + std::to_string(o.slot) + ", head " + std::to_string(o.head);
+    line("key bytes", at + ": [" + r["key_bytes"][0].dump() + ", " + r["key_bytes"][1].dump() + ")");
+    line("value bytes", at + ": [" + r["value_bytes"][0].dump() + ", " + r["value_bytes"][1].dump() + ")");
+    if (!f.fp8_keys()) line("key norm at", r["key_norm_offset"].dump());
+    line("value scale at", r["value_scale_offset"].dump());
+    line("value zero at", r["value_zero_offset"].dump());
+  }
+  if (o.block >= 0) line("block start", "block " + std::to_string(o.block) + " at byte " + std::to_string(l.block_base(o.block)));
+  return kExitOk;
+}
+
+}  // namespace
+
+Command add_info(CLI::App& parent) {
+  auto o = std::make_shared<InfoOptions>();
+  CLI::App* app = parent.add_subcommand("info", "Sizes and offsets of a format and block layout (docs/FORMAT.md)");
+  app->add_option("--preset", o->preset, "Preset, full or short name: " + preset_list())->required();
+  app->add_option("--head-dim", o->head_dim, "Head dimension D")->required();
+  app->add_option("--block-size", o->block_size, "Tokens per block")->capture_default_str();
+  app->add_option("--kv-heads", o->kv_heads, "KV heads per block (Hk)")->capture_default_str();
+  app->add_option("--slot", o->slot, "Also show where the record of this token slot lives");
+  app->add_option("--head", o->head, "KV head for --slot")->capture_default_str();
+  app->add_option("--block", o->block, "Also show where this block starts");
+  app->add_flag("--json", o->json, "Print one JSON object");
+  return Command{app, [o] { return run_info(*o); }};
+}
+
+}  // namespace tq

@@ -1,0 +1,125 @@
+#include "common.hpp"
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+namespace tq {
+
+namespace io = turboquant::io;
+
+void fail(const std::string& where, const std::string& what) {
+  throw ToolError(kExitBadInput, where.empty() ? what : where + ": " + what);
+}
+
+void fail_unavailable(const std::string& what) { throw ToolError(kExitUnavailable, what); }
+
+void ensure(const Status& status, const std::string& where) {
+  if (status.ok()) return;
+  const int code = status.code() == StatusCode::kBackendUnavailable ? kExitUnavailable : kExitBadInput;
+  throw ToolError(code, where.empty() ? status.message() : where + ": " + status.message());
+}
+
+std::string fmt(const char* format, ...) {
+  char buf[512];
+  va_list args;
+  va_start(args, format);
+  const int n = std::vsnprintf(buf, sizeof buf, format, args);
+  va_end(args);
+  if (n < 0) return "";
+  return std::string(buf, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buf - 1));
+}
+
+std::string float_hex(float f) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return fmt("%08x", bits);
+}
+
+json json_number(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
+
+void print_json(const json& j) { std::cout << j.dump(2) << "\n"; }
+
+std::string preset_list() {
+  std::string s;
+  for (turboquant::Preset p : turboquant::kAllPresets) {
+    const std::string full = turboquant::preset_name(p);
+    s += (s.empty() ? "" : ", ") + full.substr(std::strlen("turboquant_"));
+  }
+  return s;
+}
+
+turboquant::Preset parse_preset(const std::string& arg, const std::string& value) {
+  const auto p = turboquant::preset_from_name(value);
+  if (!p) fail(arg, "unknown preset \"" + value + "\" (expected one of " + preset_list() + ", with or without turboquant_)");
+  return *p;
+}
+
+io::CaseDir load_case(const std::string& dir, const io::CaseLoadOptions& options) {
+  io::CaseDir c;
+  ensure(io::load_case(dir, options, &c));
+  return c;
+}
+
+std::unique_ptr<turboquant::Codebook> case_codebook(const io::CaseDir& c) {
+  if (c.format.fp8_keys()) return nullptr;
+  auto cb = std::make_unique<turboquant::Codebook>();
+  if (c.centroids.present) {
+    ensure(turboquant::make_codebook(c.format.key_bits, c.centroids.values, cb.get()), c.centroids.path);
+  } else {
+    *cb = turboquant::vllm_codebook(c.head_dim(), c.format.key_bits);
+  }
+  return cb;
+}
+
+turboquant::ConstCacheView case_cache(const io::CaseDir& c) {
+  return turboquant::ConstCacheView(c.layout, c.kv_cache.data(), c.num_blocks);
+}
+
+turboquant::DecodeArgs case_decode_args(const io::CaseDir& c, const turboquant::Codebook* codebook, int splits,
+                                        std::vector<float>* out, std::vector<float>* lse) {
+  const std::size_t rows = static_cast<std::size_t>(c.batch) * c.num_q_heads;
+  out->assign(rows * c.head_dim(), 0.0f);
+  turboquant::DecodeArgs a;
+  a.query = {c.query.data(), c.query.size() * sizeof(float)};
+  a.batch = static_cast<int>(c.batch);
+  a.num_q_heads = c.num_q_heads;
+  a.block_table = {c.block_table.data(), c.block_table.size() * sizeof(std::int32_t)};
+  a.max_blocks_per_seq = static_cast<int>(c.max_blocks_per_seq);
+  a.seq_lens = {c.seq_lens.data(), c.seq_lens.size() * sizeof(std::int32_t)};
+  a.softmax_scale = static_cast<float>(c.scale);
+  a.num_splits = splits;
+  a.out = {out->data(), out->size() * sizeof(float)};
+  if (lse != nullptr) {
+    lse->assign(rows, 0.0f);
+    a.lse = {lse->data(), lse->size() * sizeof(float)};
+  }
+  a.codebook = codebook;
+  return a;
+}
+
+std::string case_file_for_message(const io::CaseDir& c, const std::string& message) {
+  static const std::pair<const char*, const char*> kFiles[] = {
+      {"query", "query.npy"},       {"block_table", "block_table.npy"}, {"seq_lens", "seq_lens.npy"},
+      {"slot_mapping", "slot_mapping.npy"}, {"keys", "keys.npy"},        {"values", "values.npy"},
+      {"codebook", "centroids.npy"}};
+  for (const auto& [arg, file] : kFiles) {
+    const std::size_t n = std::strlen(arg);
+    if (message.compare(0, n, arg) == 0 && (message.size() == n || message[n] == '[' || message[n] == ' ' ||
+                                            message[n] == '.')) {
+      return c.file(file);
+    }
+  }
+  return c.path;
+}
+
+std::string join_ints(const std::vector<std::int32_t>& v, std::size_t limit) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size() && i < limit; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  if (v.size() > limit) s += ", ...";
+  return s;
+}
+
+}  // namespace tq

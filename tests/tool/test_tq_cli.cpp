@@ -89,7 +89,8 @@ TEST_P(Case, CpuBackendMatchesGoldenOnEveryIsa) {
   for (std::string isa; std::getline(lines, isa);) {
     SCOPED_TRACE(isa);
     const fs::path out = dir / ("out_" + isa + ".npy");
-    const Result r = tq("decode " + q(kCases / GetParam()) + " --backend cpu --isa " + isa + " --threads 2 --out " + q(out));
+    const Result r =
+        tq("decode " + q(kCases / GetParam()) + " --backend cpu --isa " + isa + " --threads 2 --out " + q(out));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const json j = tq("validate " + q(kCases / GetParam()) + " --output " + q(out) + " --json").parsed();
     EXPECT_EQ(j["vs_golden"]["rel_l2"].get<double>(), 0.0);
@@ -132,8 +133,8 @@ TEST(Info, PrintsTheNumbersOfFactsB) {
   // docs/FORMAT.md §6, in the human output.
   const Result r = tq("info --preset 4bit_nc --head-dim 128 --block-size 16 --kv-heads 8 --slot 5 --head 2 --block 3");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* s : {"134", "16384", "17152", "768", "3.82x", "[5376, 5440)", "[5440, 5504)", "16586", "16618",
-                        "16650", "51456"}) {
+  for (const char* s :
+       {"134", "16384", "17152", "768", "3.82x", "[5376, 5440)", "[5440, 5504)", "16586", "16618", "16650", "51456"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   }
 }

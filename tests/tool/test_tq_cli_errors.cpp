@@ -87,7 +87,7 @@ TEST(BrokenCase, WrongDtype) {
   fs::copy_file(kCases / kSmall / "block_table.npy", dir / "block_table.npy", fs::copy_options::overwrite_existing);
   const io::NpyArray cache = read(dir / "kv_cache.npy");
   write(dir / "kv_cache.npy", io::make_npy<std::int32_t>({static_cast<std::int64_t>(cache.data.size())},
-                                                          std::vector<std::int32_t>(cache.data.size())));
+                                                         std::vector<std::int32_t>(cache.data.size())));
   expect_all_reject(dir, {"kv_cache.npy", "int32", "uint8"});
 }
 
@@ -155,8 +155,9 @@ TEST(BrokenCase, InspectReportsStrayBytesAndBadMetadata) {
   std::memcpy(&first, table.data.data(), 4);  // block_table[0][0]: slot 0 of sequence 0
   io::NpyArray cache = read(dir / "kv_cache.npy");
   cache.data[static_cast<std::size_t>(spare * block_bytes + 7)] = 0xab;
-  const std::size_t norm = static_cast<std::size_t>(first * block_bytes + 16 * 2 * 128);  // meta offset: key norm (0, 0)
-  cache.data[norm] = 0x00, cache.data[norm + 1] = 0x7e;  // fp16 NaN
+  const std::size_t norm =
+      static_cast<std::size_t>(first * block_bytes + 16 * 2 * 128);  // meta offset: key norm (0, 0)
+  cache.data[norm] = 0x00, cache.data[norm + 1] = 0x7e;              // fp16 NaN
   write(dir / "kv_cache.npy", cache);
   const Result r = tq("inspect " + q(dir) + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -229,8 +230,8 @@ TEST(Json, EveryCommandPrintsOneObject) {
   const json j = b.parsed();
   ASSERT_EQ(j["results"].size(), 4u);
   for (const json& r : j["results"]) {
-    for (const char* key : {"preset", "backend", "isa", "threads", "batch", "seq_len", "q_heads", "kv_heads", "head_dim",
-                            "encode_token_heads_per_s", "decode_ms", "decode_gbps", "probe_gbps",
+    for (const char* key : {"preset", "backend", "isa", "threads", "batch", "seq_len", "q_heads", "kv_heads",
+                            "head_dim", "encode_token_heads_per_s", "decode_ms", "decode_gbps", "probe_gbps",
                             "rel_l2_vs_f64_dequant", "rel_l2_vs_f64_original"}) {
       EXPECT_TRUE(r.contains(key)) << key;
     }

@@ -20,8 +20,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 inline const fs::path kCases = fs::path(TQ_TEST_DATA_DIR) / "vllm-soa";
-inline const char* const kCaseNames[] = {"s01_4bit_nc_d128_bs16_gqa4", "s02_k8v4_d128_bs16_gqa4", "s03_k3v4_nc_d64_bs32_mha",
-                            "s04_3bit_nc_d256_bs16_gqa8", "s05_4bit_nc_d128_bs64_sharp"};
+inline const char* const kCaseNames[] = {"s01_4bit_nc_d128_bs16_gqa4", "s02_k8v4_d128_bs16_gqa4",
+                                         "s03_k3v4_nc_d64_bs32_mha", "s04_3bit_nc_d256_bs16_gqa8",
+                                         "s05_4bit_nc_d128_bs64_sharp"};
 
 struct Result {
   int exit_code = -1;  // -1: killed by a signal (a crash)
@@ -82,7 +83,8 @@ inline void expect_bad_input(const Result& r, const std::string& cmd, const std:
   EXPECT_EQ(r.err.rfind("tq " + cmd + ": ", 0), 0u) << r.err;
   ASSERT_FALSE(r.err.empty());
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
-  for (const std::string& f : fragments) EXPECT_NE(r.err.find(f), std::string::npos) << "missing \"" << f << "\": " << r.err;
+  for (const std::string& f : fragments)
+    EXPECT_NE(r.err.find(f), std::string::npos) << "missing \"" << f << "\": " << r.err;
 }
 
 }  // namespace tq_test

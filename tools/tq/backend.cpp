@@ -50,8 +50,8 @@ class ReferenceBackend final : public Backend {
 
 void check_isa_is_scalar(const std::string& backend, const std::string& isa) {
   if (isa.empty() || isa == "scalar") return;
-  fail_unavailable("--isa " + isa + ": backend " + backend + " runs only scalar code (this CPU runs: " +
-                   joined(available_isas()) + ")");
+  fail_unavailable("--isa " + isa + ": backend " + backend +
+                   " runs only scalar code (this CPU runs: " + joined(available_isas()) + ")");
 }
 
 #ifdef TQ_TOOL_HAVE_CPU_BACKEND

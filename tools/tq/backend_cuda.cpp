@@ -88,13 +88,13 @@ class CudaBackend final : public Backend {
                       std::vector<double>* ms) override {
     if (Status s = turboquant::validate_decode(cache, args); !s.ok()) return s;
     DeviceBuffer dcache, query, table, lens, out, lse, rotation, workspace;
-    for (Status s : {dcache.upload(cache.data, static_cast<std::size_t>(cache.bytes())),
-                     query.upload(args.query.data, args.query.bytes),
-                     table.upload(args.block_table.data, args.block_table.bytes),
-                     lens.upload(args.seq_lens.data, args.seq_lens.bytes), out.alloc(args.out.bytes),
-                     lse.alloc(args.lse.bytes), rotation.upload(args.rotation.data, args.rotation.bytes),
-                     workspace.alloc(tqc::decode_workspace_bytes(args.batch, args.num_q_heads, args.num_splits,
-                                                                 cache.layout.format.head_dim))}) {
+    for (Status s :
+         {dcache.upload(cache.data, static_cast<std::size_t>(cache.bytes())),
+          query.upload(args.query.data, args.query.bytes), table.upload(args.block_table.data, args.block_table.bytes),
+          lens.upload(args.seq_lens.data, args.seq_lens.bytes), out.alloc(args.out.bytes), lse.alloc(args.lse.bytes),
+          rotation.upload(args.rotation.data, args.rotation.bytes),
+          workspace.alloc(tqc::decode_workspace_bytes(args.batch, args.num_q_heads, args.num_splits,
+                                                      cache.layout.format.head_dim))}) {
       if (!s.ok()) return s;
     }
     const ConstCacheView dview(cache.layout, static_cast<const std::uint8_t*>(dcache.get()), cache.num_blocks);
@@ -156,7 +156,9 @@ class CudaBackend final : public Backend {
     for (int i = 0; i < 5; ++i) {
       double ms = 0;
       const Status s = time_on_device(
-          [&] { return cuda_status(cudaMemcpyAsync(b.get(), a.get(), kBytes, cudaMemcpyDeviceToDevice, nullptr), "copy"); },
+          [&] {
+            return cuda_status(cudaMemcpyAsync(b.get(), a.get(), kBytes, cudaMemcpyDeviceToDevice, nullptr), "copy");
+          },
           &ms);
       if (s.ok() && ms > 0 && i > 0) best = std::max(best, 2.0 * kBytes / (ms * 1e-3) / 1e9);
     }

@@ -3,13 +3,14 @@
 // encode throughput, the median decode time, the cache bytes read per second
 // next to a memory-bandwidth probe measured in the same run, and the decode's
 // error against float64 attention on the dequantized and the original K/V.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <sstream>
-#include <unistd.h>
 
 #include "backend.hpp"
 #include "common.hpp"
@@ -19,7 +20,6 @@
 
 namespace tq {
 namespace {
-
 
 struct BenchOptions {
   std::string presets = "all";
@@ -105,11 +105,11 @@ int run_bench(const BenchOptions& o) {
   const int oracle_seqs = std::clamp(static_cast<int>(kOracleBudget / std::max(per_seq, 1.0)), 1, sp.batch);
   std::vector<int> seqs(static_cast<std::size_t>(oracle_seqs));
   for (int i = 0; i < oracle_seqs; ++i) seqs[static_cast<std::size_t>(i)] = i;
-  const std::string oracle_scope = oracle_seqs == sp.batch
-                                       ? fmt("all %d sequences, all %d heads", sp.batch, sp.q_heads)
-                                       : (oracle_seqs == 1 ? std::string("sequence 0")
-                                                           : fmt("sequences 0..%d", oracle_seqs - 1)) +
-                                             fmt(" of %d, all %d heads", sp.batch, sp.q_heads);
+  const std::string oracle_scope =
+      oracle_seqs == sp.batch
+          ? fmt("all %d sequences, all %d heads", sp.batch, sp.q_heads)
+          : (oracle_seqs == 1 ? std::string("sequence 0") : fmt("sequences 0..%d", oracle_seqs - 1)) +
+                fmt(" of %d, all %d heads", sp.batch, sp.q_heads);
   progress.step("f64 attention on the original K/V");
   std::vector<std::int64_t> offsets;
   const std::vector<std::int64_t> slots = sequence_slots(turboquant::BlockLayout{{}, sp.block_size, sp.kv_heads},
@@ -117,7 +117,8 @@ int run_bench(const BenchOptions& o) {
   DenseKV original;
   std::string why;
   original_kv(w.slots, w.keys, w.values, sp.kv_heads, sp.head_dim, slots, seqs, offsets, &original, &why);
-  const std::vector<double> f64_original = f64_attention(original, w.query, sp.q_heads, 1.0 / std::sqrt(sp.head_dim), threads);
+  const std::vector<double> f64_original =
+      f64_attention(original, w.query, sp.q_heads, 1.0 / std::sqrt(sp.head_dim), threads);
   original = DenseKV{};
 
   json results = json::array();
@@ -133,7 +134,8 @@ int run_bench(const BenchOptions& o) {
     e.num_tokens = w.num_tokens;
     e.slot_mapping = {w.slots.data(), w.slots.size() * 8};
     double encode_ms = 0;
-    ensure(backend->timed_encode(turboquant::CacheView{l, cache.data(), w.num_blocks}, e, &encode_ms), "encode " + name);
+    ensure(backend->timed_encode(turboquant::CacheView{l, cache.data(), w.num_blocks}, e, &encode_ms),
+           "encode " + name);
     const double encode_s = encode_ms * 1e-3;
 
     progress.step(name + ": decode");
@@ -160,35 +162,37 @@ int run_bench(const BenchOptions& o) {
 
     progress.step(name + ": f64 attention on the dequantized K/V");
     const DenseKV dq = dequantized_kv(view, nullptr, slots, seqs, offsets, threads);
-    const std::vector<double> f64_dequant = f64_attention(dq, w.query, sp.q_heads, 1.0 / std::sqrt(sp.head_dim), threads);
+    const std::vector<double> f64_dequant =
+        f64_attention(dq, w.query, sp.q_heads, 1.0 / std::sqrt(sp.head_dim), threads);
     const std::vector<double> got = select_sequences(to_double(out), sp.q_heads, sp.head_dim, seqs);
     const double err_dq = compare(got, f64_dequant, sp.q_heads, sp.head_dim).rel_l2;
     const double err_orig = compare(got, f64_original, sp.q_heads, sp.head_dim).rel_l2;
 
-    results.push_back(json{{"preset", turboquant::preset_name(p)},
-                           {"backend", backend->name()},
-                           {"isa", backend->isa()},
-                           {"threads", backend->threads()},
-                           {"batch", sp.batch},
-                           {"seq_len", sp.seq_len},
-                           {"q_heads", sp.q_heads},
-                           {"kv_heads", sp.kv_heads},
-                           {"head_dim", sp.head_dim},
-                           {"block_size", sp.block_size},
-                           {"splits", o.splits},
-                           {"bytes_per_token_head", l.format.slot_bytes_aligned()},
-                           {"compression_vs_bf16", l.format.compression_vs_bf16()},
-                           {"encode_ms", encode_s * 1e3},
-                           {"encode_token_heads_per_s", json_number(static_cast<double>(w.num_tokens) * sp.kv_heads / encode_s)},
-                           {"decode_ms", decode_ms},
-                           {"decode_ms_min", times.front()},
-                           {"decode_repeats", times.size()},
-                           {"decode_bytes_read", bytes_read},
-                           {"decode_gbps", bytes_read / (decode_ms * 1e-3) / 1e9},
-                           {"probe_gbps", probe},
-                           {"rel_l2_vs_f64_dequant", json_number(err_dq)},
-                           {"rel_l2_vs_f64_original", json_number(err_orig)},
-                           {"oracle", oracle_scope}});
+    results.push_back(
+        json{{"preset", turboquant::preset_name(p)},
+             {"backend", backend->name()},
+             {"isa", backend->isa()},
+             {"threads", backend->threads()},
+             {"batch", sp.batch},
+             {"seq_len", sp.seq_len},
+             {"q_heads", sp.q_heads},
+             {"kv_heads", sp.kv_heads},
+             {"head_dim", sp.head_dim},
+             {"block_size", sp.block_size},
+             {"splits", o.splits},
+             {"bytes_per_token_head", l.format.slot_bytes_aligned()},
+             {"compression_vs_bf16", l.format.compression_vs_bf16()},
+             {"encode_ms", encode_s * 1e3},
+             {"encode_token_heads_per_s", json_number(static_cast<double>(w.num_tokens) * sp.kv_heads / encode_s)},
+             {"decode_ms", decode_ms},
+             {"decode_ms_min", times.front()},
+             {"decode_repeats", times.size()},
+             {"decode_bytes_read", bytes_read},
+             {"decode_gbps", bytes_read / (decode_ms * 1e-3) / 1e9},
+             {"probe_gbps", probe},
+             {"rel_l2_vs_f64_dequant", json_number(err_dq)},
+             {"rel_l2_vs_f64_original", json_number(err_orig)},
+             {"oracle", oracle_scope}});
   }
   progress.done();
 
@@ -212,8 +216,9 @@ int run_bench(const BenchOptions& o) {
                 num(r["decode_ms"]), num(r["decode_gbps"]), 100.0 * num(r["decode_gbps"]) / probe,
                 num(r["rel_l2_vs_f64_dequant"]), num(r["rel_l2_vs_f64_original"]));
   }
-  std::printf("\nerr f64(dq): decode vs float64 attention over the dequantized cache (kernel error);\n"
-              "err f64(orig): vs float64 attention over the original K/V (adds the format's quantization error).\n");
+  std::printf(
+      "\nerr f64(dq): decode vs float64 attention over the dequantized cache (kernel error);\n"
+      "err f64(orig): vs float64 attention over the original K/V (adds the format's quantization error).\n");
   return kExitOk;
 }
 
@@ -231,7 +236,8 @@ Command add_bench(CLI::App& parent) {
   app->add_option("--head-dim", o->spec.head_dim, "Head dimension")->capture_default_str();
   app->add_option("--block-size", o->spec.block_size, "Tokens per cache block")->capture_default_str();
   app->add_option("--splits", o->splits, "KV splits per sequence")->capture_default_str();
-  app->add_option("--repeats", o->repeats, "Timed decodes (0: at least 3, up to about a second)")->capture_default_str();
+  app->add_option("--repeats", o->repeats, "Timed decodes (0: at least 3, up to about a second)")
+      ->capture_default_str();
   app->add_option("--seed", o->spec.seed, "Seed of the random data")->capture_default_str();
   app->add_option("--backend", o->backend.name, "cpu-ref, cpu, cuda, cuda-strict")->capture_default_str();
   app->add_option("--isa", o->backend.isa, "Force a SIMD instruction set (see tq isas)");

@@ -43,8 +43,9 @@ int run_codebook(const CodebookOptions& o) {
                     {"midpoints_hex", midpoints_hex}});
     return kExitOk;
   }
-  std::printf("vLLM Lloyd-Max codebook, %d bits, head_dim %d (N(0, 1/%d), fp32; midpoints (c[i] + c[i+1]) / 2 in fp32)\n",
-              o.bits, o.head_dim, o.head_dim);
+  std::printf(
+      "vLLM Lloyd-Max codebook, %d bits, head_dim %d (N(0, 1/%d), fp32; midpoints (c[i] + c[i+1]) / 2 in fp32)\n",
+      o.bits, o.head_dim, o.head_dim);
   std::printf("%5s  %16s  %8s    %16s  %8s\n", "index", "centroid", "hex", "midpoint", "hex");
   for (int i = 0; i < cb.size(); ++i) {
     std::printf("%5d  %16.9g  %8s", i, static_cast<double>(cb.centroids[i]), float_hex(cb.centroids[i]).c_str());

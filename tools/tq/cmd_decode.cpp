@@ -46,19 +46,26 @@ int run_decode(const DecodeOptions& o) {
   if (!o.lse.empty()) ensure(io::write_npy(o.lse, io::make_npy<float>({c.batch, c.num_q_heads}, lse)));
 
   if (o.json) {
-    json j{{"case", c.path},       {"preset", c.preset_name}, {"backend", backend->name()},
-           {"isa", backend->isa()}, {"threads", backend->threads()}, {"splits", splits},
-           {"out", o.out},         {"shape", out_shape},      {"decode_ms", ms}};
+    json j{{"case", c.path},
+           {"preset", c.preset_name},
+           {"backend", backend->name()},
+           {"isa", backend->isa()},
+           {"threads", backend->threads()},
+           {"splits", splits},
+           {"out", o.out},
+           {"shape", out_shape},
+           {"decode_ms", ms}};
     if (!o.lse.empty()) j["lse"] = o.lse;
     print_json(j);
     return kExitOk;
   }
   std::printf("decoded %lld sequences x %d heads (%s, seq_lens %s) with %s in %.2f ms, %d splits\n",
-              static_cast<long long>(c.batch), c.num_q_heads, c.preset_name.c_str(), join_ints(c.seq_lens.values).c_str(),
-              backend->name().c_str(), ms, splits);
+              static_cast<long long>(c.batch), c.num_q_heads, c.preset_name.c_str(),
+              join_ints(c.seq_lens.values).c_str(), backend->name().c_str(), ms, splits);
   std::printf("wrote %s %s float32\n", o.out.c_str(), io::format_shape(out_shape).c_str());
-  if (!o.lse.empty()) std::printf("wrote %s (%lld, %d) float32 (natural-log LSE)\n", o.lse.c_str(),
-                                  static_cast<long long>(c.batch), c.num_q_heads);
+  if (!o.lse.empty())
+    std::printf("wrote %s (%lld, %d) float32 (natural-log LSE)\n", o.lse.c_str(), static_cast<long long>(c.batch),
+                c.num_q_heads);
   return kExitOk;
 }
 
@@ -75,7 +82,8 @@ Command add_decode(CLI::App& parent) {
       ->capture_default_str();
   app->add_option("--isa", o->backend.isa, "Force a SIMD instruction set (see tq isas)");
   app->add_option("--threads", o->backend.threads, "CPU threads (0: all)")->capture_default_str();
-  CLI::Option* splits = app->add_option("--splits", o->splits, "KV splits per sequence (default: the case's num_kv_splits)");
+  CLI::Option* splits =
+      app->add_option("--splits", o->splits, "KV splits per sequence (default: the case's num_kv_splits)");
   app->add_flag("--json", o->json, "Print one JSON object");
   return Command{app, [o, splits] {
                    o->splits_given = splits->count() > 0;

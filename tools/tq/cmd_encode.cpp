@@ -34,8 +34,8 @@ struct Agreement {
   std::int64_t token_heads = 0, token_heads_identical = 0;
 };
 
-Agreement agreement(const BlockLayout& l, const std::vector<std::uint8_t>& ours, const std::vector<std::uint8_t>& theirs,
-                    std::span<const std::int64_t> slots) {
+Agreement agreement(const BlockLayout& l, const std::vector<std::uint8_t>& ours,
+                    const std::vector<std::uint8_t>& theirs, std::span<const std::int64_t> slots) {
   Agreement a;
   a.bytes = static_cast<std::int64_t>(ours.size());
   for (std::size_t i = 0; i < ours.size(); ++i) a.bytes_equal += ours[i] == theirs[i];
@@ -54,8 +54,8 @@ Agreement agreement(const BlockLayout& l, const std::vector<std::uint8_t>& ours,
         const bool k = f.fp8_keys() ? ka[d] == kb[d]
                                     : turboquant::core::unpack_code(f.key_bits, ka, d) ==
                                           turboquant::core::unpack_code(f.key_bits, kb, d);
-        const bool v = turboquant::core::unpack_code(f.value_bits, va, d) ==
-                       turboquant::core::unpack_code(f.value_bits, vb, d);
+        const bool v =
+            turboquant::core::unpack_code(f.value_bits, va, d) == turboquant::core::unpack_code(f.value_bits, vb, d);
         a.key_codes_equal += k;
         a.value_codes_equal += v;
         same &= k && v;
@@ -172,7 +172,8 @@ int run_encode(const EncodeOptions& o) {
 Command add_encode(CLI::App& parent) {
   auto o = std::make_shared<EncodeOptions>();
   CLI::App* app = parent.add_subcommand("encode", "Encode a case's keys/values/slot_mapping into a cache");
-  app->add_option("CASE", o->case_dir, "Case directory (meta.json, keys.npy, values.npy, slot_mapping.npy)")->required();
+  app->add_option("CASE", o->case_dir, "Case directory (meta.json, keys.npy, values.npy, slot_mapping.npy)")
+      ->required();
   app->add_option("--out", o->out, "Write the cache here (.npy uint8, the shape of the case's kv_cache)");
   app->add_option("--backend", o->backend.name, "cpu-ref (default), cpu, cuda, cuda-strict")->capture_default_str();
   app->add_option("--threads", o->backend.threads, "CPU threads (0: all)");

@@ -31,8 +31,8 @@ int run_info(const InfoOptions& o) {
   const Format f = turboquant::preset_format(preset, o.head_dim);
   const BlockLayout l{f, o.block_size, o.kv_heads};
   ensure(turboquant::validate_layout(l), "--preset " + o.preset + " --head-dim " + std::to_string(o.head_dim) +
-                                            " --block-size " + std::to_string(o.block_size) + " --kv-heads " +
-                                            std::to_string(o.kv_heads));
+                                             " --block-size " + std::to_string(o.block_size) + " --kv-heads " +
+                                             std::to_string(o.kv_heads));
   if (o.block < -1) fail("--block", std::to_string(o.block) + " must be >= 0");
   if (o.slot < -1 || o.slot >= l.block_size) {
     fail("--slot", std::to_string(o.slot) + " is outside [0, " + std::to_string(l.block_size) + ") (block_size)");
@@ -90,17 +90,17 @@ int run_info(const InfoOptions& o) {
   line("value data bytes", std::to_string(f.value_data_bytes()));
   line("meta fields", std::to_string(f.meta_fields()) + " x fp16 (" + field_names + ")");
   line("slot bytes", std::to_string(f.slot_bytes()) + " = " + std::to_string(f.key_data_bytes()) + " + " +
-                         std::to_string(f.value_data_bytes()) + " + " + std::to_string(f.meta_bytes()) +
-                         " (aligned " + std::to_string(f.slot_bytes_aligned()) + ")");
+                         std::to_string(f.value_data_bytes()) + " + " + std::to_string(f.meta_bytes()) + " (aligned " +
+                         std::to_string(f.slot_bytes_aligned()) + ")");
   line("bytes per token-head", std::to_string(f.slot_bytes_aligned()));
-  line("compression vs bf16", fmt("%.2fx (%d / %d bytes)", f.compression_vs_bf16(), 4 * f.head_dim,
-                                  f.slot_bytes_aligned()));
+  line("compression vs bf16",
+       fmt("%.2fx (%d / %d bytes)", f.compression_vs_bf16(), 4 * f.head_dim, f.slot_bytes_aligned()));
   line("block", "block_size " + std::to_string(l.block_size) + ", kv heads " + std::to_string(l.num_kv_heads));
-  line("data region", "[0, " + std::to_string(l.meta_offset()) + ")  [block_size][kv_heads][" +
-                          std::to_string(f.data_bytes()) + "]");
+  line("data region",
+       "[0, " + std::to_string(l.meta_offset()) + ")  [block_size][kv_heads][" + std::to_string(f.data_bytes()) + "]");
   line("meta offset", std::to_string(l.meta_offset()));
-  line("meta region bytes", std::to_string(meta_region) + "  fp16 [kv_heads][" + std::to_string(f.meta_fields()) +
-                                "][block_size]");
+  line("meta region bytes",
+       std::to_string(meta_region) + "  fp16 [kv_heads][" + std::to_string(f.meta_fields()) + "][block_size]");
   line("padding bytes", std::to_string(padding));
   line("block bytes", std::to_string(l.block_bytes()));
   if (o.slot >= 0) {
@@ -112,7 +112,8 @@ int run_info(const InfoOptions& o) {
     line("value scale at", r["value_scale_offset"].dump());
     line("value zero at", r["value_zero_offset"].dump());
   }
-  if (o.block >= 0) line("block start", "block " + std::to_string(o.block) + " at byte " + std::to_string(l.block_base(o.block)));
+  if (o.block >= 0)
+    line("block start", "block " + std::to_string(o.block) + " at byte " + std::to_string(l.block_base(o.block)));
   return kExitOk;
 }
 

@@ -84,8 +84,8 @@ std::vector<std::uint8_t> referenced_slots(const io::CaseDir& c, json* seqs, std
     for (std::int64_t j = 0; j < blocks; ++j) {
       const std::int32_t blk = c.block_table.values[b * max_blocks + j];
       if (blk < 0 || blk >= c.num_blocks) {
-        fail(c.block_table.path, "block_table[" + std::to_string(b) + "][" + std::to_string(j) + "] = " +
-                                     std::to_string(blk) + " is outside [0, " + std::to_string(c.num_blocks) +
+        fail(c.block_table.path, "block_table[" + std::to_string(b) + "][" + std::to_string(j) +
+                                     "] = " + std::to_string(blk) + " is outside [0, " + std::to_string(c.num_blocks) +
                                      ") (num_blocks of kv_cache.npy)");
       }
       list.push_back(blk);
@@ -168,9 +168,11 @@ int run_inspect(const InspectOptions& o) {
         for (MetaField m : fields) {
           if (f.fp8_keys() && m == MetaField::kKeyNorm) continue;
           const double v = core::read_meta(l, block, t, h, m);
-          Range& r = m == MetaField::kKeyNorm ? hs.key_norm : (m == MetaField::kValueScale ? hs.value_scale : hs.value_zero);
+          Range& r =
+              m == MetaField::kKeyNorm ? hs.key_norm : (m == MetaField::kValueScale ? hs.value_scale : hs.value_zero);
           r.add(v);
-          const char* name = m == MetaField::kKeyNorm ? "key norm" : (m == MetaField::kValueScale ? "value scale" : "value zero");
+          const char* name =
+              m == MetaField::kKeyNorm ? "key norm" : (m == MetaField::kValueScale ? "value scale" : "value zero");
           if (!std::isfinite(v)) non_finite.add(where + " " + name + " = " + fmt("%g", v));
           if (m == MetaField::kValueScale && v == 0) zero_scale.add(where);
         }
@@ -275,7 +277,8 @@ int run_inspect(const InspectOptions& o) {
 
 Command add_inspect(CLI::App& parent) {
   auto o = std::make_shared<InspectOptions>();
-  CLI::App* app = parent.add_subcommand("inspect", "What is in a case's cache: blocks, metadata ranges, code histograms");
+  CLI::App* app =
+      parent.add_subcommand("inspect", "What is in a case's cache: blocks, metadata ranges, code histograms");
   app->add_option("CASE", o->case_dir, "Case directory (meta.json, kv_cache; block_table, seq_lens, slot_mapping)")
       ->required();
   app->add_flag("--json", o->json, "Print one JSON object");

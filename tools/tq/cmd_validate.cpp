@@ -65,9 +65,8 @@ int run_validate(const ValidateOptions& o) {
   std::vector<int> all(static_cast<std::size_t>(c.batch));
   for (std::size_t b = 0; b < all.size(); ++b) all[b] = static_cast<int>(b);
   std::vector<std::int64_t> offsets;
-  const std::vector<std::int64_t> slots =
-      sequence_slots(c.layout, c.block_table.values, static_cast<int>(c.max_blocks_per_seq), c.seq_lens.values, all,
-                     &offsets);
+  const std::vector<std::int64_t> slots = sequence_slots(
+      c.layout, c.block_table.values, static_cast<int>(c.max_blocks_per_seq), c.seq_lens.values, all, &offsets);
   const DenseKV dequant = dequantized_kv(case_cache(c), codebook.get(), slots, all, offsets, threads);
   const std::vector<double> f64_dequant = f64_attention(dequant, c.query.values, Hq, c.scale, threads);
   std::optional<std::vector<double>> f64_original;
@@ -75,7 +74,7 @@ int run_validate(const ValidateOptions& o) {
   if (c.keys.present && c.values.present && c.slot_mapping.present) {
     DenseKV original;
     if (original_kv(c.slot_mapping.values, c.keys.values, c.values.values, c.num_kv_heads(), D, slots, all, offsets,
-                     &original, &original_note)) {
+                    &original, &original_note)) {
       f64_original = f64_attention(original, c.query.values, Hq, c.scale, threads);
     }
   } else {
@@ -162,7 +161,8 @@ int run_validate(const ValidateOptions& o) {
 
 Command add_validate(CLI::App& parent) {
   auto o = std::make_shared<ValidateOptions>();
-  CLI::App* app = parent.add_subcommand("validate", "Compare a decode output with the golden model and float64 oracles");
+  CLI::App* app =
+      parent.add_subcommand("validate", "Compare a decode output with the golden model and float64 oracles");
   app->add_option("CASE", o->case_dir, "Case directory (meta.json, query, kv_cache, block_table, seq_lens)")
       ->required();
   app->add_option("--output", o->output, "Output to check: a path, or a file name in CASE; float [B, Hq, D]")

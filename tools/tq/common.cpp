@@ -53,7 +53,8 @@ std::string preset_list() {
 
 turboquant::Preset parse_preset(const std::string& arg, const std::string& value) {
   const auto p = turboquant::preset_from_name(value);
-  if (!p) fail(arg, "unknown preset \"" + value + "\" (expected one of " + preset_list() + ", with or without turboquant_)");
+  if (!p)
+    fail(arg, "unknown preset \"" + value + "\" (expected one of " + preset_list() + ", with or without turboquant_)");
   return *p;
 }
 
@@ -102,13 +103,14 @@ turboquant::DecodeArgs case_decode_args(const io::CaseDir& c, const turboquant::
 
 std::string case_file_for_message(const io::CaseDir& c, const std::string& message) {
   static const std::pair<const char*, const char*> kFiles[] = {
-      {"query", "query.npy"},       {"block_table", "block_table.npy"}, {"seq_lens", "seq_lens.npy"},
-      {"slot_mapping", "slot_mapping.npy"}, {"keys", "keys.npy"},        {"values", "values.npy"},
-      {"codebook", "centroids.npy"}};
+      {"query", "query.npy"},       {"block_table", "block_table.npy"},
+      {"seq_lens", "seq_lens.npy"}, {"slot_mapping", "slot_mapping.npy"},
+      {"keys", "keys.npy"},         {"values", "values.npy"},
+      {"codebook", "centroids.npy"}, {"cache", "kv_cache.npy"}};
   for (const auto& [arg, file] : kFiles) {
     const std::size_t n = std::strlen(arg);
-    if (message.compare(0, n, arg) == 0 && (message.size() == n || message[n] == '[' || message[n] == ' ' ||
-                                            message[n] == '.')) {
+    if (message.compare(0, n, arg) == 0 &&
+        (message.size() == n || message[n] == '[' || message[n] == ' ' || message[n] == '.')) {
       return c.file(file);
     }
   }

@@ -61,8 +61,8 @@ int main(int argc, char** argv) {
   } catch (const tq::ToolError& e) {
     return report(app, e.what(), e.exit_code());
   } catch (const turboquant::Error& e) {
-    return report(app, e.what(), e.code() == turboquant::StatusCode::kBackendUnavailable ? tq::kExitUnavailable
-                                                                                        : tq::kExitBadInput);
+    return report(app, e.what(),
+                  e.code() == turboquant::StatusCode::kBackendUnavailable ? tq::kExitUnavailable : tq::kExitBadInput);
   } catch (const CLI::Error& e) {
     return report(app, e.what(), tq::kExitBadInput);
   } catch (const std::bad_alloc&) {

@@ -24,9 +24,10 @@ void parallel_for(std::int64_t n, int threads, const std::function<void(std::int
   for (std::thread& t : pool) t.join();
 }
 
-std::vector<std::int64_t> sequence_slots(const turboquant::BlockLayout& layout, std::span<const std::int32_t> block_table,
-                                         int max_blocks, std::span<const std::int32_t> seq_lens,
-                                         const std::vector<int>& sequences, std::vector<std::int64_t>* offsets) {
+std::vector<std::int64_t> sequence_slots(const turboquant::BlockLayout& layout,
+                                         std::span<const std::int32_t> block_table, int max_blocks,
+                                         std::span<const std::int32_t> seq_lens, const std::vector<int>& sequences,
+                                         std::vector<std::int64_t>* offsets) {
   const int bs = layout.block_size;
   std::vector<std::int64_t> slots;
   offsets->assign(1, 0);

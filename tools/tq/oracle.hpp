@@ -27,9 +27,10 @@ struct DenseKV {
 
 // The cache slot of every token of `sequences`, read through the block table
 // (entries already validated); offsets as in DenseKV.
-std::vector<std::int64_t> sequence_slots(const turboquant::BlockLayout& layout, std::span<const std::int32_t> block_table,
-                                         int max_blocks, std::span<const std::int32_t> seq_lens,
-                                         const std::vector<int>& sequences, std::vector<std::int64_t>* offsets);
+std::vector<std::int64_t> sequence_slots(const turboquant::BlockLayout& layout,
+                                         std::span<const std::int32_t> block_table, int max_blocks,
+                                         std::span<const std::int32_t> seq_lens, const std::vector<int>& sequences,
+                                         std::vector<std::int64_t>* offsets);
 
 // Dequantizes `slots` (keys rotated back to the original basis), in parallel.
 DenseKV dequantized_kv(const turboquant::ConstCacheView& cache, const turboquant::Codebook* codebook,

@@ -59,7 +59,8 @@ Workload make_workload(const WorkloadSpec& spec, int threads) {
   w.seq_lens.assign(static_cast<std::size_t>(spec.batch), spec.seq_len);
   for (int b = 0; b < spec.batch; ++b) {
     for (int j = 0; j < blocks_per_seq; ++j) {
-      w.block_table[static_cast<std::size_t>(b) * w.max_blocks + j] = physical[static_cast<std::size_t>(b) * blocks_per_seq + j];
+      w.block_table[static_cast<std::size_t>(b) * w.max_blocks + j] =
+          physical[static_cast<std::size_t>(b) * blocks_per_seq + j];
     }
   }
   w.slots.resize(static_cast<std::size_t>(w.num_tokens));

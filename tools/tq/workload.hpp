@@ -21,11 +21,11 @@ struct WorkloadSpec {
 
 struct Workload {
   WorkloadSpec spec;
-  std::int64_t num_tokens = 0;  // batch * seq_len, sequence-major
-  std::vector<float> keys;      // [num_tokens, Hk, D], N(0, 1)
-  std::vector<float> values;    // [num_tokens, Hk, D], N(0, 1) rounded to bf16
-  std::vector<float> query;     // [B, Hq, D], N(0, 1)
-  std::vector<std::int64_t> slots;  // [num_tokens]: slot of token i
+  std::int64_t num_tokens = 0;            // batch * seq_len, sequence-major
+  std::vector<float> keys;                // [num_tokens, Hk, D], N(0, 1)
+  std::vector<float> values;              // [num_tokens, Hk, D], N(0, 1) rounded to bf16
+  std::vector<float> query;               // [B, Hq, D], N(0, 1)
+  std::vector<std::int64_t> slots;        // [num_tokens]: slot of token i
   std::vector<std::int32_t> block_table;  // [B, max_blocks]
   std::vector<std::int32_t> seq_lens;     // [B]
   int max_blocks = 0;

@@ -157,6 +157,7 @@ struct Row {
 };
 
 std::vector<Row> g_rows;
+std::string g_only_mode;
 std::FILE* g_csv = nullptr;
 
 void report(const std::string& what, double us, double bytes, double ceiling) {
@@ -216,6 +217,7 @@ void bench_decode(Preset preset, Shape shape, double ceiling, int reps, cudaStre
   const double bytes = double(shape.batch) * shape.seq * hk * l.format.slot_bytes() + 2.0 * rows * dims * 2;
   std::vector<float> results[2];
   for (cuda::CudaMode mode : {cuda::CudaMode::kFast, cuda::CudaMode::kStrict}) {
+    if (!g_only_mode.empty() && g_only_mode != cuda::mode_name(mode)) continue;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     // Warm-up outside the capture (module load, smem attributes).
@@ -241,11 +243,13 @@ void bench_decode(Preset preset, Shape shape, double ceiling, int reps, cudaStre
     CHECK_CUDA(cudaGraphDestroy(graph));
   }
   double num = 0, den = 0;
-  for (std::size_t i = 0; i < results[0].size(); ++i) {
+  for (std::size_t i = 0; i < std::min(results[0].size(), results[1].size()); ++i) {
     num += std::pow(double(results[0][i]) - results[1][i], 2);
     den += std::pow(double(results[1][i]), 2);
   }
-  std::printf("    fast vs strict rel_l2 %.2e (bf16 output)\n", std::sqrt(num / std::max(den, 1e-30)));
+  if (!results[0].empty() && !results[1].empty()) {
+    std::printf("    fast vs strict rel_l2 %.2e (bf16 output)\n", std::sqrt(num / std::max(den, 1e-30)));
+  }
   CHECK_CUDA(cudaFree(cache));
   CHECK_CUDA(cudaFree(d_table));
   CHECK_CUDA(cudaFree(d_lens));
@@ -306,11 +310,16 @@ void bench_encode(Preset preset, std::int64_t tokens, double ceiling, int reps, 
 int main(int argc, char** argv) {
   int reps = 20;
   bool quick = false;
+  std::string only_preset, only_shape, only_mode;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) g_csv = std::fopen(argv[++i], "w");
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--preset") && i + 1 < argc) only_preset = argv[++i];  // e.g. 4bit_nc
+    else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = argv[++i];    // e.g. 16x32768
+    else if (!std::strcmp(argv[i], "--mode") && i + 1 < argc) only_mode = argv[++i];      // fast | strict | encode
   }
+  g_only_mode = only_mode;
   if (const Status st = cuda::device_status(); !st.ok()) {
     std::fprintf(stderr, "bench_gpu: %s\n", st.to_string().c_str());
     return 3;
@@ -323,10 +332,16 @@ int main(int argc, char** argv) {
   if (g_csv) std::fprintf(g_csv, "what,us,GBps,fraction_of_copy\ncopy_ceiling,0,%.1f,1\n", ceiling);
   std::vector<Shape> shapes = {{1, 4096}, {1, 32768}, {8, 8192}, {32, 8192}, {64, 4096}, {16, 32768}};
   if (quick) shapes = {{1, 4096}, {16, 32768}};
+  auto preset_ok = [&](Preset p) { return only_preset.empty() || only_preset == preset_name(p) + 11; };
   for (Preset preset : {Preset::k4BitNc, Preset::kK8V4, Preset::kK3V4Nc, Preset::k3BitNc}) {
-    for (Shape sh : shapes) bench_decode(preset, sh, ceiling, reps, s);
+    if (!preset_ok(preset) || only_mode == "encode") continue;
+    for (Shape sh : shapes) {
+      if (!only_shape.empty() && only_shape != std::to_string(sh.batch) + "x" + std::to_string(sh.seq)) continue;
+      bench_decode(preset, sh, ceiling, reps, s);
+    }
   }
   for (Preset preset : {Preset::k4BitNc, Preset::kK8V4, Preset::kK3V4Nc, Preset::k3BitNc}) {
+    if (!preset_ok(preset) || !(only_mode.empty() || only_mode == "encode")) continue;
     bench_encode(preset, 65536, ceiling, reps, s);
   }
   std::printf("\nsummary (us, fraction of copy ceiling %.0f GB/s)\n", ceiling);

@@ -56,7 +56,10 @@ has memcheck && run_step memcheck 120 compute-sanitizer --tool memcheck --leak-c
 has racecheck && run_step racecheck 120 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 \
   $B/tests/test_gpu --gtest_filter="GpuCases.*" --gtest_color=no
 if has ncu; then
-  run_step ncu 150 ncu --clock-control none --kernel-name regex:fast_decode_kernel --launch-skip 8 --launch-count 1 \
-    --set full $B/bench/gpu/bench_gpu --quick --reps 3
+  NCU_SECTIONS="--section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats --section ComputeWorkloadAnalysis"
+  ncu_run() { ncu --clock-control none -k regex:'fast_decode|merge_kernel|strict_decode' --launch-count 2 $NCU_SECTIONS \
+      $B/bench/gpu/bench_gpu --reps 1 "$@"; }
+  export -f ncu_run; export NCU_SECTIONS
+  run_step ncu 200 bash -c 'ncu_run --preset 4bit_nc --shape 16x32768 --mode fast; ncu_run --preset 3bit_nc --shape 16x32768 --mode fast; ncu_run --preset 4bit_nc --shape 1x4096 --mode fast; ncu_run --preset 4bit_nc --shape 16x32768 --mode strict; ncu --clock-control none -k regex:encode_kernel --launch-count 1 $NCU_SECTIONS $B/bench/gpu/bench_gpu --reps 1 --preset 4bit_nc --mode encode'
 fi
 log "done"

@@ -1,4 +1,5 @@
 // Decode entry points: host-side checks, workspace layout, kernel selection.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -21,6 +22,15 @@ constexpr std::size_t kWorkspaceAlign = 256;
 constexpr int kMaxGridYZ = 65535;
 
 std::size_t align_up(std::size_t x) { return (x + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+
+// Fast mode may cut a sequence into more splits than num_splits when the batch
+// is small (more blocks in flight); the workspace is sized for this many.
+constexpr int kFastMaxSplits = 256;
+constexpr int kFastSplitBudget = 2048;  // partials per query head, summed over the batch
+int fast_split_capacity(int batch, int num_splits) {
+  const int extra = std::min(kFastMaxSplits, kFastSplitBudget / std::max(batch, 1));
+  return std::max(num_splits, extra);
+}
 
 struct WorkspaceLayout {
   std::size_t ml_offset = 0;  // partial (max, sum) after the accumulators
@@ -47,7 +57,7 @@ bool uses_fast_kernel(const ConstCacheView& cache, CudaMode mode) {
 
 std::size_t decode_workspace_bytes(int max_batch, int num_q_heads, int num_splits, int head_dim) {
   if (max_batch <= 0 || num_q_heads <= 0 || num_splits <= 0 || head_dim <= 0) return 0;
-  return workspace_layout(max_batch, num_q_heads, num_splits, head_dim).total;
+  return workspace_layout(max_batch, num_q_heads, fast_split_capacity(max_batch, num_splits), head_dim).total;
 }
 
 Status decode_can_implement(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode) {
@@ -124,7 +134,12 @@ Status decode(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode, M
   if (a.batch == 0) return Status();
   const BlockLayout& l = cache.layout;
   const int dims = l.format.head_dim;
-  const WorkspaceLayout w = workspace_layout(a.batch, a.num_q_heads, a.num_splits, dims);
+  // The partial stride: as many splits as the workspace holds (up to what fast
+  // mode may use), at least num_splits.
+  int stride = a.num_splits;
+  const int capacity = fast_split_capacity(a.batch, a.num_splits);
+  while (stride < capacity && workspace_layout(a.batch, a.num_q_heads, stride + 1, dims).total <= workspace.bytes) ++stride;
+  const WorkspaceLayout w = workspace_layout(a.batch, a.num_q_heads, stride, dims);
   if (Status s = check_buffer("workspace", workspace.data, workspace.bytes, w.total,
                               "decode_workspace_bytes(" + std::to_string(a.batch) + ", " +
                                   std::to_string(a.num_q_heads) + ", " + std::to_string(a.num_splits) + ", " +
@@ -152,7 +167,16 @@ Status decode(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode, M
   p.group = a.num_q_heads / l.num_kv_heads;
   p.heads_per_block = heads_per_block(fast);
   p.chunks_per_kv_head = (p.group + p.heads_per_block - 1) / p.heads_per_block;
-  p.num_splits = a.num_splits;
+  p.num_splits = stride;
+  p.plan_splits = a.num_splits;
+  if (fast) {
+    // About one wave of blocks at full occupancy: fewer, longer splits for
+    // large batches, more splits (up to the workspace's stride) for small.
+    const int units = a.batch * l.num_kv_heads * p.chunks_per_kv_head;
+    const int resident = detail::device_sm_count() *
+                         detail::fast_decode_occupancy(dims, l.format.key_bits, l.format.value_bits);
+    if (resident > 0) p.plan_splits = std::clamp(resident / std::max(units, 1), 1, stride);
+  }
   p.query_factor = core::mul_rn(a.softmax_scale, core::kLog2e);
   p.rotation = static_cast<const float*>(a.rotation.data);
   p.codebook = *cb;

@@ -14,13 +14,15 @@
 //          the contiguous dims [c*D/4, (c+1)*D/4) of its token, i.e. one
 //          contiguous byte chunk; Q is stored in shared memory with the same
 //          dim permutation. Lloyd-Max codes go through a pair table in shared
-//          memory (one byte / 6 bits -> two fp16 centroids, 8 copies against
-//          bank conflicts); FP8 e4m3 converts exactly with cvt.f16x2.e4m3x2.
-//          Scores are then multiplied by the fp16 key norm (fp32).
+//          memory (one byte / 6 bits -> two fp16 centroids, 16 or 32 interleaved
+//          copies against bank conflicts); FP8 e4m3 converts exactly with
+//          cvt.f16x2.e4m3x2. Scores are then multiplied by the fp16 key norm.
 //   values O += P V with k = tokens. v = code * scale + zero is split as
 //          (p * scale) * code + p * zero: the fp16 A operand is p * scale, the B
-//          operand the exact integer code (1024 + code trick), and p * zero is
-//          a per-row fp32 correction added once at the end.
+//          operand the exact integer code (times a power of two, undone at the
+//          end), and p * zero is a per-row fp32 term added once at the end.
+// The host picks the number of splits (fast_plan.hpp) for about one wave of
+// blocks; ncu and the per-step history are in docs/PERFORMANCE.md.
 #pragma once
 
 #include "fast_plan.hpp"
@@ -32,6 +34,14 @@ namespace turboquant::cuda::detail {
 
 constexpr int gcd_int(int a, int b) { return b == 0 ? a : gcd_int(b, a % b); }
 constexpr int max_int(int a, int b) { return a > b ? a : b; }
+constexpr int log2_int(int a) { return a <= 1 ? 0 : 1 + log2_int(a / 2); }
+// Smallest multiple of 16 >= bytes whose row stride puts the value chunks of
+// tokens 2c (c = 0..3) in different bank octets (stride mod 64 is 16 or 48).
+constexpr int padded_row_bytes(int bytes) {
+  int r = (bytes + 15) / 16 * 16;
+  while (r % 64 != 16 && r % 64 != 48) r += 16;
+  return r;
+}
 
 inline constexpr int kFastThreads = 128;
 
@@ -45,7 +55,7 @@ struct FastTraits {
   static constexpr int kKeyBytes = kFp8 ? D : D * KB / 8;
   static constexpr int kValueBytes = D * VB / 8;
   static constexpr int kRecordBytes = kKeyBytes + kValueBytes;  // = format.data_bytes()
-  static constexpr int kRowBytes = (kRecordBytes + 15) / 16 * 16;
+  static constexpr int kRowBytes = padded_row_bytes(kRecordBytes);
   static constexpr int kMetaFields = kFp8 ? 2 : 3;
   static constexpr int kStageBytes = kTile * kRowBytes + kMetaFields * 32;
   static constexpr int kCopyUnit = gcd_int(kRecordBytes, 16);
@@ -56,59 +66,84 @@ struct FastTraits {
   static constexpr int kKeyAlign = gcd_int(kKeyChunk, 16);
   static constexpr int kValueAlign = gcd_int(gcd_int(kKeyBytes, kValueChunk), 16);
   static constexpr int kLutEntries = kFp8 ? 0 : 1 << (2 * KB);
-  static constexpr int kLutCopies = 8;
+  // Copies of the pair table, interleaved (entry e, copy k at word e * copies + k):
+  // lane l reads copy l % copies, so lanes only collide when they share a copy.
+  static constexpr int kLutCopies = KB == 3 ? 32 : 16;
+  static constexpr int kLutShift = log2_int(4 * kLutCopies);  // byte offset of entry e = e << kLutShift
   static constexpr int kKSteps = D / 16;
   static constexpr int kNTiles = D / 8;
   static constexpr int kLutBytes = kLutEntries * kLutCopies * 4;
   static constexpr int kQFragBytes = kKSteps * 32 * 16;
   static constexpr int kPipeBytes = kWarps * kStages * kStageBytes;
   static constexpr int kPrepBytes = 2 * kRows * D * 4;
-  static constexpr int kCombineBytes = kRows * D * 4 + 2 * kWarps * kRows * 4;
-  static constexpr int kWorkBytes = max_int(kPipeBytes, max_int(kPrepBytes, kCombineBytes));
-  static constexpr int kSmemBytes = kLutBytes + kQFragBytes + kWorkBytes;
+  // The final combine: each warp's accumulator fragments as float4 per (n-tile, lane).
+  // It reuses the whole dynamic region (work, table and Q fragments are dead by then).
+  static constexpr int kCombineBytes = kWarps * kNTiles * 32 * 16;
+  static constexpr int kWorkBytes =
+      max_int(kPipeBytes, max_int(kPrepBytes, kCombineBytes - kLutBytes - kQFragBytes));
+  static constexpr int kSmemBytes = kWorkBytes + kLutBytes + kQFragBytes;
   static_assert(kRecordBytes % 4 == 0, "records must allow 4-byte copies");
   static_assert(D % 64 == 0, "D/4 dims per lane must hold whole 3-bit groups and whole words");
 };
 
 // B fragment of K^T for k-step ks: dims 4ks..4ks+3 of the lane's key chunk.
-template <int KB, int W>
-__device__ __forceinline__ void key_fragment(const std::uint32_t (&kw)[W], int ks,
-                                             const std::uint32_t* lut, int lane, std::uint32_t& b0,
-                                             std::uint32_t& b1) {
+// Lloyd-Max codes: two pair-table lookups; the byte offset of an entry is its
+// index << kShift (copies of 4 bytes), so one shift and one and-or form the address.
+template <int KB, int kShift, int W>
+__device__ __forceinline__ void key_fragment(const std::uint32_t (&kw)[W], int ks, const std::uint8_t* lut_lane,
+                                             std::uint32_t lane_off, std::uint32_t& b0, std::uint32_t& b1) {
   if constexpr (KB == 8) {
     b0 = e4m3x2_to_half2(kw[ks] & 0xffffu);
     b1 = e4m3x2_to_half2(kw[ks] >> 16);
   } else {
     constexpr int kPairBits = 2 * KB;
-    const std::uint32_t e0 = bits_at(kw, 4 * KB * ks, kPairBits);
-    const std::uint32_t e1 = bits_at(kw, 4 * KB * ks + kPairBits, kPairBits);
-    b0 = lut[(e0 << 3) | (lane & 7)];
-    b1 = lut[(e1 << 3) | (lane & 7)];
+    constexpr std::uint32_t kMask = ((1u << kPairBits) - 1u) << kShift;
+    const int p0 = 4 * KB * ks;
+    const int p1 = p0 + kPairBits;
+    const std::uint32_t o0 = and_or(shifted_bits(kw, p0, kShift), kMask, lane_off);
+    const std::uint32_t o1 = and_or(shifted_bits(kw, p1, kShift), kMask, lane_off);
+    b0 = *reinterpret_cast<const std::uint32_t*>(lut_lane + o0);
+    b1 = *reinterpret_cast<const std::uint32_t*>(lut_lane + o1);
   }
 }
 
 // B fragment of V for n-tile j: (code of token a, code of token b) at the
-// lane's local dim j, as exact fp16 integers.
+// lane's local dim j, as exact fp16 values code * value_frag_scale<VB>(j).
 template <int VB, int W>
 __device__ __forceinline__ std::uint32_t value_fragment(const std::uint32_t (&a)[W], const std::uint32_t (&b)[W],
                                                         int j) {
   if constexpr (VB == 4) {
+    // Byte k of word w holds dims 8w+2k (low nibble) and 8w+2k+1 (high nibble).
     const int w = j / 8;
-    const int jj = j % 8;
-    const std::uint32_t y = byte_perm(a[w], b[w], jj < 4 ? 0x5410u : 0x7632u);  // [a0 a1 b0 b1] / [a2 a3 b2 b3]
-    return codes_to_half2((y >> (4 * (jj % 4))) & 0x000f000fu);
+    const int k = (j % 8) / 2;
+    const std::uint32_t sel = k | (k << 4) | ((4 + k) << 8) | ((4 + k) << 12);  // [a_k a_k b_k b_k]
+    const std::uint32_t y = byte_perm(a[w], b[w], sel);
+    return masked_codes_to_half2(y, (j % 2) ? 0x00f000f0u : 0x000f000fu);
   } else {
-    return codes_to_half2(bits_at(a, 3 * j, 3) | (bits_at(b, 3 * j, 3) << 16));
+    // 16-bit windows at bit 9i hold fields 3i, 3i+1, 3i+2 at offsets 0, 3, 6.
+    const int i = j / 3;
+    const std::uint32_t wa = shifted_bits(a, 9 * i, 0);
+    const std::uint32_t wb = shifted_bits(b, 9 * i, 0);
+    const std::uint32_t y = byte_perm(wa, wb, 0x5410u);
+    return masked_codes_to_half2(y, 0x00070007u << (3 * (j % 3)));
   }
 }
 
+template <int VB>
+__host__ __device__ constexpr float value_frag_scale(int j) {
+  return VB == 4 ? ((j % 2) ? 16.0f : 1.0f) : (j % 3 == 0 ? 1.0f : (j % 3 == 1 ? 8.0f : 64.0f));
+}
+
 template <int D, int KB, int VB>
-__global__ void __launch_bounds__(kFastThreads) fast_decode_kernel(DecodeParams p) {
+__global__ void __launch_bounds__(kFastThreads, D <= 128 ? 4 : 2) fast_decode_kernel(DecodeParams p) {
   using T = FastTraits<D, KB, VB>;
   extern __shared__ __align__(16) std::uint8_t smem[];
-  std::uint32_t* lut = reinterpret_cast<std::uint32_t*>(smem);
-  uint4* qfrag = reinterpret_cast<uint4*>(smem + T::kLutBytes);
-  std::uint8_t* work = smem + T::kLutBytes + T::kQFragBytes;
+  std::uint8_t* work = smem;
+  std::uint8_t* lut = smem + T::kWorkBytes;
+  uint4* qfrag = reinterpret_cast<uint4*>(smem + T::kWorkBytes + T::kLutBytes);
+  __shared__ std::uint32_t centroid_half[16];
+  __shared__ float warp_max[T::kWarps][T::kRows];
+  __shared__ float warp_sum[T::kWarps][T::kRows];
 
   const int split = blockIdx.x;
   const int kv_head = blockIdx.y / p.chunks_per_kv_head;
@@ -117,7 +152,7 @@ __global__ void __launch_bounds__(kFastThreads) fast_decode_kernel(DecodeParams 
   const int tid = threadIdx.x;
   const core::BlockLayout& l = p.layout;
   const int seq_len = p.seq_lens[b];
-  const core::TokenRange range = fast_split_range(seq_len, p.num_splits, split);
+  const core::TokenRange range = fast_split_range(seq_len, p.plan_splits, split);
   if (range.empty()) return;
   const int first_head = chunk * p.heads_per_block;
   const int heads = min(p.heads_per_block, p.group - first_head);
@@ -126,18 +161,17 @@ __global__ void __launch_bounds__(kFastThreads) fast_decode_kernel(DecodeParams 
 
   // Pair table: entry e -> (c[e & mask], c[e >> KB]) as fp16x2, 8 interleaved copies.
   if constexpr (!T::kFp8) {
+    if (tid < (1 << KB)) {
+      float c = 0.0f;
+#pragma unroll
+      for (int k = 0; k < (1 << KB); ++k) c = k == tid ? p.codebook.centroids[k] : c;
+      centroid_half[tid] = pack_half2(c, 0.0f);
+    }
+    __syncthreads();
+    std::uint32_t* lut32 = reinterpret_cast<std::uint32_t*>(lut);
     for (int i = tid; i < T::kLutEntries * T::kLutCopies; i += kFastThreads) {
       const int e = i / T::kLutCopies;
-      const int lo = e & ((1 << KB) - 1);
-      const int hi = e >> KB;
-      float clo = 0.0f;
-      float chi = 0.0f;
-#pragma unroll
-      for (int k = 0; k < (1 << KB); ++k) {  // constant indices: the codebook stays in parameter space
-        clo = k == lo ? p.codebook.centroids[k] : clo;
-        chi = k == hi ? p.codebook.centroids[k] : chi;
-      }
-      lut[i] = pack_half2(clo, chi);
+      lut32[i] = centroid_half[e & ((1 << KB) - 1)] | (centroid_half[e >> KB] << 16);
     }
   }
   // Queries: prepared in fp32 exactly as the golden model, then fp16 fragments
@@ -163,29 +197,61 @@ __global__ void __launch_bounds__(kFastThreads) fast_decode_kernel(DecodeParams 
   const int warp = tid >> 5;
   const int gq = lane >> 2;  // fragment row group: query head gq (and gq + 8); key token gq (and gq + 8)
   const int c = lane & 3;    // quad position
+  const std::uint32_t lut_lane_off = (lane % T::kLutCopies) * 4;
   const int num_tiles = (range.size() + T::kTile - 1) / T::kTile;
   const int my_tiles = num_tiles > warp ? (num_tiles - warp + T::kWarps - 1) / T::kWarps : 0;
-  std::uint8_t* stages = work + warp * T::kStages * T::kStageBytes;
+  std::uint8_t* const stages = work + warp * T::kStages * T::kStageBytes;
 
-  auto issue = [&](int it) {
-    const int tok0 = range.begin + (warp + T::kWarps * it) * T::kTile;
-    const std::uint8_t* block = p.cache + l.block_base(block_row[tok0 / l.block_size]);
-    const int slot0 = tok0 % l.block_size;
-    std::uint8_t* dst = stages + (it % T::kStages) * T::kStageBytes;
+  // Copy cursor: the next tile this warp issues, as (page, slot), and its block id.
+  constexpr int kWarpStep = T::kWarps * T::kTile;  // tokens between a warp's tiles
+  const std::int64_t head_offset = std::int64_t{kv_head} * T::kRecordBytes;
+  const int record_stride = l.num_kv_heads * T::kRecordBytes;  // between slots of one head
+  int issue_page = 0, issue_slot = 0, issue_block = 0;
+  if (my_tiles > 0) {
+    const int tok = range.begin + warp * T::kTile;
+    issue_page = tok / l.block_size;
+    issue_slot = tok % l.block_size;
+    issue_block = block_row[issue_page];
+  }
+  int issued = 0;
+  std::int32_t meta_base[T::kMetaFields];
+#pragma unroll
+  for (int f = 0; f < T::kMetaFields; ++f) {
+    meta_base[f] = static_cast<std::int32_t>(
+        l.meta_field_offset(0, kv_head, static_cast<core::MetaField>(T::kFp8 ? f + 1 : f)));
+  }
+  auto issue = [&](std::uint8_t* dst) {
+    const std::uint8_t* block = p.cache + l.block_base(issue_block);
+    const std::uint8_t* src = block + head_offset + std::int64_t{issue_slot} * record_stride;
     constexpr int kUnits = T::kRecordBytes / T::kCopyUnit;
-#pragma unroll 4
-    for (int u = lane; u < T::kTile * kUnits; u += 32) {
-      const int r = u / kUnits;
-      const int k = u % kUnits;
-      cp_async<T::kCopyUnit>(dst + r * T::kRowBytes + k * T::kCopyUnit,
-                             block + l.key_data_offset(slot0 + r, kv_head) + k * T::kCopyUnit);
+    if constexpr (32 % kUnits == 0) {
+      constexpr int kRowStep = 32 / kUnits;
+      const int r0 = lane / kUnits;
+      const int ch = (lane % kUnits) * T::kCopyUnit;
+#pragma unroll
+      for (int r = r0; r < T::kTile; r += kRowStep) {
+        cp_async<T::kCopyUnit>(dst + r * T::kRowBytes + ch, src + r * record_stride + ch);
+      }
+    } else {
+#pragma unroll
+      for (int u = lane; u < T::kTile * kUnits; u += 32) {
+        const int r = u / kUnits;
+        const int ch = (u % kUnits) * T::kCopyUnit;
+        cp_async<T::kCopyUnit>(dst + r * T::kRowBytes + ch, src + r * record_stride + ch);
+      }
     }
     if (lane < 2 * T::kMetaFields) {
-      const int fi = lane / 2;
-      const auto field = static_cast<core::MetaField>(T::kFp8 ? fi + 1 : fi);
-      cp_async<16>(dst + T::kTile * T::kRowBytes + fi * 32 + (lane % 2) * 16,
-                   block + l.meta_field_offset(slot0, kv_head, field) + (lane % 2) * 16);
+      const int half = (lane % 2) * 16;
+      cp_async<16>(dst + T::kTile * T::kRowBytes + (lane / 2) * 32 + half,
+                   block + meta_base[lane / 2] + 2 * issue_slot + half);
     }
+    ++issued;
+    issue_slot += kWarpStep;
+    while (issue_slot >= l.block_size) {
+      issue_slot -= l.block_size;
+      ++issue_page;
+    }
+    if (issued < my_tiles) issue_block = block_row[issue_page];  // used one iteration later
   };
 
   float o[T::kNTiles][4];
@@ -195,20 +261,24 @@ __global__ void __launch_bounds__(kFastThreads) fast_decode_kernel(DecodeParams 
   float l0 = 0.0f, l1 = 0.0f;                // this lane's share of the row sums
   float z0 = 0.0f, z1 = 0.0f;                // this lane's share of sum p * zero
 
+  std::uint8_t* issue_stage = stages;
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
-    if (s < my_tiles) issue(s);
+    if (s < my_tiles) issue(issue_stage);
     cp_async_commit();
+    issue_stage += T::kStageBytes;
   }
+  const std::uint8_t* st = stages;
+  int tok0 = range.begin + warp * T::kTile;
   for (int it = 0; it < my_tiles; ++it) {
     cp_async_wait<T::kStages - 2>();
     __syncwarp();
-    if (it + T::kStages - 1 < my_tiles) issue(it + T::kStages - 1);
+    if (it + T::kStages - 1 < my_tiles) issue(issue_stage);
     cp_async_commit();
+    issue_stage = issue_stage == stages + (T::kStages - 1) * T::kStageBytes ? stages : issue_stage + T::kStageBytes;
 
-    const std::uint8_t* st = stages + (it % T::kStages) * T::kStageBytes;
     const std::uint32_t* meta = reinterpret_cast<const std::uint32_t*>(st + T::kTile * T::kRowBytes);
-    const int valid = min(T::kTile, range.end - (range.begin + (warp + T::kWarps * it) * T::kTile));
+    const int valid = min(T::kTile, range.end - tok0);
 
     // S = Q K^T for tokens gq (n-tile 0) and gq + 8 (n-tile 1).
     std::uint32_t kw[2][T::kKeyWords];
@@ -221,7 +291,7 @@ __global__ void __launch_bounds__(kFastThreads) fast_decode_kernel(DecodeParams 
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         std::uint32_t b0, b1;
-        key_fragment<KB>(kw[nt], ks, lut, lane, b0, b1);
+        key_fragment<KB, T::kLutShift>(kw[nt], ks, lut, lut_lane_off, b0, b1);
         mma_16816(s[nt], a, b0, b1);
       }
     }
@@ -240,13 +310,19 @@ __global__ void __launch_bounds__(kFastThreads) fast_decode_kernel(DecodeParams 
       constexpr int kScaleField = T::kFp8 ? 0 : 1;
       vscale[nt] = unpack_half2(meta[kScaleField * 8 + tok / 2]);
       vzero[nt] = unpack_half2(meta[(kScaleField + 1) * 8 + tok / 2]);
-      if (tok >= valid) {
-        s[nt][0] = s[nt][2] = -core::kInf;
-        vscale[nt].x = vzero[nt].x = 0.0f;
-      }
-      if (tok + 1 >= valid) {
-        s[nt][1] = s[nt][3] = -core::kInf;
-        vscale[nt].y = vzero[nt].y = 0.0f;
+    }
+    if (valid < T::kTile) {  // the split's last tile: tokens past its end weigh nothing
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int tok = nt * 8 + 2 * c;
+        if (tok >= valid) {
+          s[nt][0] = s[nt][2] = -core::kInf;
+          vscale[nt].x = vzero[nt].x = 0.0f;
+        }
+        if (tok + 1 >= valid) {
+          s[nt][1] = s[nt][3] = -core::kInf;
+          vscale[nt].y = vzero[nt].y = 0.0f;
+        }
       }
     }
     // Online softmax (base 2) for rows gq and gq + 8; the row max spans the quad.
@@ -299,6 +375,8 @@ __global__ void __launch_bounds__(kFastThreads) fast_decode_kernel(DecodeParams 
     for (int j = 0; j < T::kNTiles; ++j) {
       mma_16816(o[j], pa, value_fragment<VB>(vw[0], vw[1], j), value_fragment<VB>(vw[2], vw[3], j));
     }
+    st = st == stages + (T::kStages - 1) * T::kStageBytes ? stages : st + T::kStageBytes;
+    tok0 += kWarpStep;
   }
   cp_async_wait<0>();
 
@@ -311,54 +389,66 @@ __global__ void __launch_bounds__(kFastThreads) fast_decode_kernel(DecodeParams 
   z0 += __shfl_xor_sync(0xffffffffu, z0, 2);
   z1 += __shfl_xor_sync(0xffffffffu, z1, 1);
   z1 += __shfl_xor_sync(0xffffffffu, z1, 2);
-  __syncthreads();  // every warp is done with its pipeline stages
-  float* buf = reinterpret_cast<float*>(work);  // [16][D]
-  float* wmax = buf + T::kRows * D;              // [warps][16]
-  float* wsum = wmax + T::kWarps * T::kRows;     // [warps][16]
   if (c == 0) {
-    wmax[warp * T::kRows + gq] = m0;
-    wmax[warp * T::kRows + gq + 8] = m1;
-    wsum[warp * T::kRows + gq] = l0;
-    wsum[warp * T::kRows + gq + 8] = l1;
+    warp_max[warp][gq] = m0;
+    warp_max[warp][gq + 8] = m1;
+    warp_sum[warp][gq] = l0;
+    warp_sum[warp][gq + 8] = l1;
   }
-  __syncthreads();
+  __syncthreads();  // every warp is done with its pipeline stages and has posted its max
   float big0 = -core::kInf, big1 = -core::kInf;
 #pragma unroll
   for (int w = 0; w < T::kWarps; ++w) {
-    big0 = fmaxf(big0, wmax[w * T::kRows + gq]);
-    big1 = fmaxf(big1, wmax[w * T::kRows + gq + 8]);
+    big0 = fmaxf(big0, warp_max[w][gq]);
+    big1 = fmaxf(big1, warp_max[w][gq + 8]);
   }
   const float f0 = m0 == -core::kInf ? 0.0f : fast_exp2(m0 - big0);
   const float f1 = m1 == -core::kInf ? 0.0f : fast_exp2(m1 - big1);
+  // Each warp stores its rescaled fragments (value scale 2^k undone, zero-point
+  // term added) as one float4 per (n-tile, lane): conflict-free, no serialization.
+  float4* frag = reinterpret_cast<float4*>(smem);  // [warps][n-tiles][32]
 #pragma unroll
-  for (int w = 0; w < T::kWarps; ++w) {
-    if (warp == w) {
-#pragma unroll
-      for (int j = 0; j < T::kNTiles; ++j) {
-#pragma unroll
-        for (int cc = 0; cc < 2; ++cc) {
-          const int d = (2 * c + cc) * (D / 8) + j;
-          float* r0 = buf + gq * D + d;
-          float* r1 = buf + (gq + 8) * D + d;
-          *r0 = (w == 0 ? 0.0f : *r0) + f0 * (o[j][cc] + z0);
-          *r1 = (w == 0 ? 0.0f : *r1) + f1 * (o[j][2 + cc] + z1);
-        }
-      }
-    }
-    __syncthreads();
+  for (int j = 0; j < T::kNTiles; ++j) {
+    const float inv = 1.0f / value_frag_scale<VB>(j);  // exact: a power of two
+    frag[(warp * T::kNTiles + j) * 32 + lane] =
+        make_float4(f0 * (o[j][0] * inv + z0), f0 * (o[j][1] * inv + z0), f1 * (o[j][2] * inv + z1),
+                    f1 * (o[j][3] * inv + z1));
   }
+  __syncthreads();
   const std::int64_t first_partial = first_row * p.num_splits + split;
-  for (int i = tid; i < heads * D; i += kFastThreads) {
-    const int r = i / D;
-    p.partial_acc[(first_partial + std::int64_t{r} * p.num_splits) * D + i % D] = buf[i];
+  for (int i = tid; i < T::kNTiles * 32; i += kFastThreads) {
+    const int j = i / 32;
+    const int ln = i % 32;
+    float4 v = frag[j * 32 + ln];
+#pragma unroll
+    for (int w = 1; w < T::kWarps; ++w) {
+      const float4 x = frag[(w * T::kNTiles + j) * 32 + ln];
+      v.x += x.x;
+      v.y += x.y;
+      v.z += x.z;
+      v.w += x.w;
+    }
+    // Fragment (n-tile j, lane ln): rows ln/4 and ln/4 + 8, dims (2c)*D/8 + j and (2c+1)*D/8 + j.
+    const int r = ln >> 2;
+    const int d0 = (2 * (ln & 3)) * (D / 8) + j;
+    if (r < heads) {
+      float* dst = p.partial_acc + (first_partial + std::int64_t{r} * p.num_splits) * D;
+      dst[d0] = v.x;
+      dst[d0 + D / 8] = v.y;
+    }
+    if (r + 8 < heads) {
+      float* dst = p.partial_acc + (first_partial + std::int64_t{r + 8} * p.num_splits) * D;
+      dst[d0] = v.z;
+      dst[d0 + D / 8] = v.w;
+    }
   }
   if (tid < heads) {
     float big = -core::kInf;
-    for (int w = 0; w < T::kWarps; ++w) big = fmaxf(big, wmax[w * T::kRows + tid]);
+    for (int w = 0; w < T::kWarps; ++w) big = fmaxf(big, warp_max[w][tid]);
     float sum = 0.0f;
     for (int w = 0; w < T::kWarps; ++w) {
-      const float m = wmax[w * T::kRows + tid];
-      sum += m == -core::kInf ? 0.0f : fast_exp2(m - big) * wsum[w * T::kRows + tid];
+      const float m = warp_max[w][tid];
+      sum += m == -core::kInf ? 0.0f : fast_exp2(m - big) * warp_sum[w][tid];
     }
     float* ml = p.partial_ml + (first_partial + std::int64_t{tid} * p.num_splits) * 2;
     ml[0] = big;

@@ -13,9 +13,37 @@ cudaError_t launch_fast(const DecodeParams& p, cudaStream_t stream) {
   static const cudaError_t attr = cudaFuncSetAttribute(fast_decode_kernel<D, KB, VB>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (attr != cudaSuccess) return attr;
-  const dim3 grid(p.num_splits, p.layout.num_kv_heads * p.chunks_per_kv_head, p.batch);
+  const dim3 grid(p.plan_splits, p.layout.num_kv_heads * p.chunks_per_kv_head, p.batch);
   fast_decode_kernel<D, KB, VB><<<grid, kFastThreads, T::kSmemBytes, stream>>>(p);
   return cudaGetLastError();
+}
+
+// Resident blocks per SM of one instantiation (cached; 0 on error).
+template <int D, int KB, int VB>
+int fast_occupancy() {
+  static const int blocks = [] {
+    using T = FastTraits<D, KB, VB>;
+    if (cudaFuncSetAttribute(fast_decode_kernel<D, KB, VB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             T::kSmemBytes) != cudaSuccess) {
+      return 0;
+    }
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fast_decode_kernel<D, KB, VB>, kFastThreads,
+                                                      T::kSmemBytes) != cudaSuccess) {
+      return 0;
+    }
+    return n;
+  }();
+  return blocks;
+}
+
+template <int D>
+int fast_occupancy_for_bits(int kb, int vb) {
+  if (kb == 8 && vb == 4) return fast_occupancy<D, 8, 4>();
+  if (kb == 4 && vb == 4) return fast_occupancy<D, 4, 4>();
+  if (kb == 3 && vb == 4) return fast_occupancy<D, 3, 4>();
+  if (kb == 3 && vb == 3) return fast_occupancy<D, 3, 3>();
+  return 0;
 }
 
 template <int D>

@@ -1,16 +1,20 @@
 // The fast kernel's split plan: vLLM's split length rounded up to whole
-// 16-token tiles, so that every tile starts at a multiple of 16 tokens and (with
-// block_size % 16 == 0) lies inside one cache block. Fast mode is not bit-exact,
-// so it is free to cut the work differently from the golden model.
+// 16-token tiles (at least kFastMinSplitTokens), so that every tile starts at a
+// multiple of 16 tokens and (with block_size % 16 == 0) lies inside one cache
+// block. Fast mode is not bit-exact, so it is free to cut the work differently
+// from the golden model; the host picks the number of splits for occupancy.
 #pragma once
 
 #include "turboquant/core/split_plan.hpp"
 
 namespace turboquant::cuda::detail {
 
+// Splits shorter than this are not cut (one 16-token tile per warp of a block).
+inline constexpr int kFastMinSplitTokens = 64;
+
 TQ_HD constexpr int fast_split_len(int seq_len, int splits) {
-  const int len = core::split_len(seq_len, splits);
-  return (len + core::kTileTokens - 1) / core::kTileTokens * core::kTileTokens;
+  const int len = (core::split_len(seq_len, splits) + core::kTileTokens - 1) / core::kTileTokens * core::kTileTokens;
+  return len > kFastMinSplitTokens ? len : kFastMinSplitTokens;
 }
 
 TQ_HD constexpr core::TokenRange fast_split_range(int seq_len, int splits, int split) {
@@ -26,9 +30,22 @@ TQ_HD constexpr core::TokenRange plan_range(bool tile_aligned, int seq_len, int 
   return tile_aligned ? fast_split_range(seq_len, splits, split) : core::split_range(seq_len, splits, split);
 }
 
+// Number of non-empty splits of a plan; they are the prefix 0 .. n-1 (a split
+// is empty exactly when it starts at or past seq_len).
+TQ_HD constexpr int plan_nonempty(bool tile_aligned, int seq_len, int splits) {
+  if (seq_len <= 0) return 0;
+  const int len = tile_aligned ? fast_split_len(seq_len, splits) : core::split_len(seq_len, splits);
+  const int n = (seq_len + len - 1) / len;
+  return n < splits ? n : splits;
+}
+
 static_assert(fast_split_range(4096, 32, 1).begin == 128);
-static_assert(fast_split_range(37, 32, 2).begin == 32 && fast_split_range(37, 32, 2).end == 37);
-static_assert(fast_split_range(37, 32, 3).empty());
-static_assert(fast_split_range(37, 32, 1).begin == 16 && fast_split_range(37, 32, 1).end == 32);
+static_assert(fast_split_range(4096, 128, 1).begin == 64);
+static_assert(fast_split_range(37, 32, 0).end == 37);
+static_assert(fast_split_range(37, 32, 1).empty());
+static_assert(fast_split_range(1000, 7, 6).begin == 864 && fast_split_range(1000, 7, 6).end == 1000);
+static_assert(plan_nonempty(false, 37, 32) == 19 && core::split_range(37, 32, 18).end == 37);
+static_assert(plan_nonempty(true, 37, 32) == 1 && plan_nonempty(true, 4096, 132) == 64);
+static_assert(plan_nonempty(false, 0, 32) == 0 && plan_nonempty(false, 5000, 32) == 32);
 
 }  // namespace turboquant::cuda::detail

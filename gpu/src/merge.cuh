@@ -1,6 +1,9 @@
 // Merge of the per-split partials (docs/ARITHMETIC.md §merge), shared by both
 // decode modes: for one (sequence, query head), splits in split order, empty
-// splits skipped, exactly as decode_reference does it.
+// splits skipped, exactly as decode_reference does it. The non-empty splits of
+// either plan are a prefix 0..n-1. Partials are staged in shared memory in
+// chunks (coalesced, independent loads); the in-order fma chains then read
+// shared memory only.
 #pragma once
 
 #include "elements.cuh"
@@ -10,41 +13,61 @@
 
 namespace turboquant::cuda::detail {
 
-// Grid (num_q_heads, batch); any block size; dynamic shared memory num_splits floats.
+inline constexpr int kMergeChunk = 32;  // splits staged at a time
+
+inline int merge_smem_bytes(int plan_splits, int head_dim) {
+  return static_cast<int>((2 * plan_splits + kMergeChunk * head_dim) * sizeof(float));
+}
+
+// Grid (num_q_heads, batch); blockDim.x == head_dim; dynamic shared memory
+// merge_smem_bytes(plan_splits, head_dim).
 __global__ void merge_kernel(DecodeParams p, bool tile_aligned) {
-  extern __shared__ float weights[];
+  extern __shared__ float merge_smem[];
+  __shared__ float merged[2];  // max, sum
   const int hq = blockIdx.x;
   const int b = blockIdx.y;
   const int dims = p.layout.format.head_dim;
+  const int d = threadIdx.x;
   const int seq_len = p.seq_lens[b];
+  const int splits = p.plan_splits;
+  const int n = plan_nonempty(tile_aligned, seq_len, splits);
   const std::int64_t row = std::int64_t{b} * p.num_q_heads + hq;
   const float* ml = p.partial_ml + row * p.num_splits * 2;
   const float* acc_in = p.partial_acc + row * p.num_splits * dims;
-
-  float merged_max = -core::kInf;
-  for (int s = 0; s < p.num_splits; ++s) {
-    if (plan_range(tile_aligned, seq_len, p.num_splits, s).empty()) continue;
-    merged_max = core::merge_max(merged_max, ml[2 * s]);
-  }
-  for (int s = threadIdx.x; s < p.num_splits; s += blockDim.x) {
-    weights[s] = plan_range(tile_aligned, seq_len, p.num_splits, s).empty() ? 0.0f
-                                                                          : core::merge_weight(ml[2 * s], merged_max);
+  float* weight = merge_smem;              // [splits]: split max, then its weight
+  float* sum_s = merge_smem + splits;      // [splits]
+  float* stage = merge_smem + 2 * splits;  // [kMergeChunk][dims]
+  for (int s = d; s < n; s += blockDim.x) {
+    weight[s] = ml[2 * s];
+    sum_s[s] = ml[2 * s + 1];
   }
   __syncthreads();
-  float sum = 0.0f;
-  for (int s = 0; s < p.num_splits; ++s) {
-    if (plan_range(tile_aligned, seq_len, p.num_splits, s).empty()) continue;
-    sum = core::merge_add(sum, weights[s], ml[2 * s + 1]);
+  if (d == 0) {
+    float m = -core::kInf;
+    for (int s = 0; s < n; ++s) m = core::merge_max(m, weight[s]);
+    merged[0] = m;
   }
-  for (int d = threadIdx.x; d < dims; d += blockDim.x) {
-    float acc = 0.0f;
-    for (int s = 0; s < p.num_splits; ++s) {
-      if (plan_range(tile_aligned, seq_len, p.num_splits, s).empty()) continue;
-      acc = core::merge_add(acc, weights[s], acc_in[std::int64_t{s} * dims + d]);
-    }
-    store_element(p.out, p.out_dtype, row * dims + d, core::finalize_output(acc, sum, merged_max));
+  __syncthreads();
+  const float merged_max = merged[0];
+  for (int s = d; s < n; s += blockDim.x) weight[s] = core::merge_weight(weight[s], merged_max);
+  __syncthreads();
+  if (d == 0) {
+    float sum = 0.0f;
+    for (int s = 0; s < n; ++s) sum = core::merge_add(sum, weight[s], sum_s[s]);
+    merged[1] = sum;
   }
-  if (threadIdx.x == 0 && p.lse != nullptr) p.lse[row] = core::finalize_lse(sum, merged_max);
+  __syncthreads();
+  float acc = 0.0f;
+  for (int s0 = 0; s0 < n; s0 += kMergeChunk) {
+    const int count = min(kMergeChunk, n - s0);
+    for (int i = d; i < count * dims; i += blockDim.x) stage[i] = acc_in[std::int64_t{s0} * dims + i];
+    __syncthreads();
+    for (int s = 0; s < count; ++s) acc = core::merge_add(acc, weight[s0 + s], stage[s * dims + d]);
+    __syncthreads();
+  }
+  const float sum = merged[1];
+  store_element(p.out, p.out_dtype, row * dims + d, core::finalize_output(acc, sum, merged_max));
+  if (d == 0 && p.lse != nullptr) p.lse[row] = core::finalize_lse(sum, merged_max);
 }
 
 }  // namespace turboquant::cuda::detail

@@ -61,28 +61,41 @@ __device__ __forceinline__ std::uint32_t e4m3x2_to_half2(std::uint32_t two_bytes
   return r;
 }
 
-// (1024 + a, 1024 + b) as fp16x2 minus (1024, 1024): small integer codes a, b
-// (< 1024) placed in the mantissa of 1024.0 become exact fp16 values.
-__device__ __forceinline__ std::uint32_t codes_to_half2(std::uint32_t codes_lo_hi) {
-  const std::uint32_t biased = codes_lo_hi | 0x64006400u;
+__device__ __forceinline__ std::uint32_t byte_perm(std::uint32_t a, std::uint32_t b, std::uint32_t sel) {
+  return __byte_perm(a, b, sel);
+}
+
+// (a & b) | c in one LOP3.
+__device__ __forceinline__ std::uint32_t and_or(std::uint32_t a, std::uint32_t b, std::uint32_t c) {
+  std::uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xea;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+// Small integer codes sitting in the low mantissa bits of each half of `word`
+// (selected by `mask`) -> exact fp16x2 values: OR them into 1024.0 (0x6400, whose
+// mantissa step is 1) and subtract 1024. A code at bit k becomes code * 2^k.
+__device__ __forceinline__ std::uint32_t masked_codes_to_half2(std::uint32_t word, std::uint32_t mask) {
+  const std::uint32_t biased = and_or(word, mask, 0x64006400u);
   std::uint32_t r;
   asm("sub.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(biased), "r"(0x64006400u));
   return r;
 }
 
-__device__ __forceinline__ std::uint32_t byte_perm(std::uint32_t a, std::uint32_t b, std::uint32_t sel) {
-  return __byte_perm(a, b, sel);
-}
-
-// `width` bits at bit `pos` of a little-endian word array (pos, width compile-time
-// after unrolling; a field may straddle two words).
+// The bit stream of a little-endian word array shifted so that bit `pos` lands
+// at bit `lsh` (bits below lsh and above the stream's end are unspecified or 0;
+// callers mask). pos and lsh are compile-time after unrolling.
 template <int W>
-__device__ __forceinline__ std::uint32_t bits_at(const std::uint32_t (&w)[W], int pos, int width) {
+__device__ __forceinline__ std::uint32_t shifted_bits(const std::uint32_t (&w)[W], int pos, int lsh) {
   const int i = pos / 32;
   const int sh = pos % 32;
-  const std::uint32_t mask = (1u << width) - 1u;
-  if (sh + width <= 32) return (w[i] >> sh) & mask;
-  return __funnelshift_r(w[i], w[i + 1], sh) & mask;
+  if (sh >= lsh) {
+    const int r = sh - lsh;
+    if (r == 0) return w[i];
+    if (i + 1 < W) return __funnelshift_r(w[i], w[i + 1], r);
+    return w[i] >> r;
+  }
+  return w[i] << (lsh - sh);
 }
 
 // Loads kBytes bytes at `p` (shared memory, aligned to kAlign) into words,

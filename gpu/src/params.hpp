@@ -28,7 +28,8 @@ struct DecodeParams {
   int group = 0;              // num_q_heads / num_kv_heads
   int heads_per_block = 0;    // query heads one block handles (a chunk of the group)
   int chunks_per_kv_head = 0; // ceil(group / heads_per_block)
-  int num_splits = 0;
+  int num_splits = 0;   // stride of the partials in the workspace (>= plan_splits)
+  int plan_splits = 0;  // splits of the plan (the grid's x); strict: num_splits
   float query_factor = 0.0f;  // mul_rn(softmax_scale, kLog2e)
   const float* rotation = nullptr;  // dense PiT [D][D] (device) or nullptr: Hadamard
   core::Codebook codebook;

@@ -2,7 +2,8 @@
 // One block per (split, KV head x query-head chunk, sequence), vLLM's split plan
 // (core::split_range), tiles of kTileTokens tokens from the split start. Every
 // arithmetic step is a core/ call on fp32 CUDA cores:
-//   keys, values   element-wise core::unpack_code / centroid / fp8 / dequant_value
+//   keys, values   the tile's records are copied to shared memory, then
+//                  element-wise core::unpack_code / centroid / fp8 / dequant_value
 //   scores         one thread per (query head, token) calls core::dot16 and
 //                  core::key_score
 //   softmax        one thread per query head calls core::softmax_fold_tile
@@ -22,29 +23,36 @@ namespace turboquant::cuda::detail {
 
 inline constexpr int kStrictThreads = 128;
 
-template <int D>
+template <int D, int KB, int VB>
 struct StrictShared {
   static constexpr int kRow = D + 4;  // padded row: consecutive tokens start in different banks
+  static constexpr int kKeyBytes = KB == 8 ? D : D * KB / 8;
+  static constexpr int kRecordBytes = kKeyBytes + D * VB / 8;  // = format.data_bytes()
+  static constexpr int kRawRow = (kRecordBytes + 15) / 16 * 16;
   float q[kStrictHeadsPerBlock][D];
   float key[core::kTileTokens][kRow];  // key directions; also scratch for a dense query rotation
   float value[core::kTileTokens][kRow];
+  std::uint8_t raw[core::kTileTokens][kRawRow];  // the tile's records (key bytes | value bytes)
+  const std::uint8_t* record[core::kTileTokens];
   float norm[core::kTileTokens];
   float vscale[core::kTileTokens];
   float vzero[core::kTileTokens];
-  std::int64_t block_base[core::kTileTokens];
   float scores[kStrictHeadsPerBlock][core::kTileTokens];
   float probs[kStrictHeadsPerBlock][core::kTileTokens];
   float alpha[kStrictHeadsPerBlock];
   core::Codebook codebook;
 };
 
-template <int D>
+// Dynamic shared memory: sizeof(StrictShared<D, KB, VB>) (over 48 KB for D = 256).
+template <int D, int KB, int VB>
 __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodeParams p) {
-  static_assert(sizeof(StrictShared<D>) <= 48 * 1024, "static shared memory limit");
-  __shared__ StrictShared<D> sm;
+  using Shared = StrictShared<D, KB, VB>;
+  extern __shared__ __align__(16) std::uint8_t strict_smem[];
+  Shared& sm = *reinterpret_cast<Shared*>(strict_smem);
   constexpr int kT = core::kTileTokens;
   constexpr int kQuads = D / 4;                                              // float4 groups per head
   constexpr int kQuadsPerThread = (kStrictHeadsPerBlock * kQuads + kStrictThreads - 1) / kStrictThreads;
+  constexpr int kHalves = Shared::kRecordBytes / 2;  // records are copied in 2-byte units (always aligned)
 
   const int split = blockIdx.x;
   const int kv_head = blockIdx.y / p.chunks_per_kv_head;
@@ -54,7 +62,7 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
   const core::BlockLayout& l = p.layout;
   const core::Format& f = l.format;
   const int seq_len = p.seq_lens[b];
-  const core::TokenRange range = core::split_range(seq_len, p.num_splits, split);
+  const core::TokenRange range = core::split_range(seq_len, p.plan_splits, split);
   if (range.empty()) return;  // the merge skips empty splits
   const int first_head = chunk * p.heads_per_block;
   const int heads = min(p.heads_per_block, p.group - first_head);  // query heads of this block
@@ -78,26 +86,28 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
     __syncthreads();  // the previous tile's readers are done
     if (tid < n) {
       const int token = tile + tid;
-      const std::int64_t base = l.block_base(block_row[token / l.block_size]);
+      const std::uint8_t* block = p.cache + l.block_base(block_row[token / l.block_size]);
       const int slot = token % l.block_size;
-      const std::uint8_t* block = p.cache + base;
-      sm.block_base[tid] = base;
+      sm.record[tid] = block + l.key_data_offset(slot, kv_head);
       sm.norm[tid] = core::decode_key_norm(l, block, slot, kv_head);
       sm.vscale[tid] = core::read_meta(l, block, slot, kv_head, core::MetaField::kValueScale);
       sm.vzero[tid] = core::read_meta(l, block, slot, kv_head, core::MetaField::kValueZero);
+    }
+    __syncthreads();
+    for (int u = tid; u < n * kHalves; u += kStrictThreads) {
+      const int t = u / kHalves;
+      const int k = u % kHalves;
+      reinterpret_cast<std::uint16_t*>(sm.raw[t])[k] = reinterpret_cast<const std::uint16_t*>(sm.record[t])[k];
     }
     __syncthreads();
     // core::decode_key_direction and core::decode_value, one element per thread.
     for (int e = tid; e < n * D; e += kStrictThreads) {
       const int t = e / D;
       const int d = e % D;
-      const int slot = (tile + t) % l.block_size;
-      const std::uint8_t* block = p.cache + sm.block_base[t];
-      const std::uint8_t* kbytes = block + l.key_data_offset(slot, kv_head);
-      sm.key[t][d] = f.fp8_keys() ? core::fp8_e4m3_to_float(kbytes[d])
-                                  : sm.codebook.centroids[core::unpack_code(f.key_bits, kbytes, d)];
-      const std::uint8_t* vbytes = block + l.value_data_offset(slot, kv_head);
-      sm.value[t][d] = core::dequant_value(core::unpack_code(f.value_bits, vbytes, d), sm.vscale[t], sm.vzero[t]);
+      sm.key[t][d] = KB == 8 ? core::fp8_e4m3_to_float(sm.raw[t][d])
+                             : sm.codebook.centroids[core::unpack_code(KB, sm.raw[t], d)];
+      sm.value[t][d] =
+          core::dequant_value(core::unpack_code(VB, sm.raw[t] + Shared::kKeyBytes, d), sm.vscale[t], sm.vzero[t]);
     }
     __syncthreads();
     {

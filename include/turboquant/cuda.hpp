@@ -7,10 +7,13 @@
 //            _rn intrinsics, the contract's exp2/log2, vLLM's split plan.
 //   kFast    tensor cores (mma.sync m16n8k16, fp16 operands, fp32 accumulation),
 //            the GQA group as the M dimension; relative L2 <= 1e-3 vs the golden
-//            model. Layouts the fast kernel does not handle (block_size not a
-//            multiple of 16, a cache pointer not 16-byte aligned, head_dim other
-//            than 64/128/256) run the strict kernel instead; decode_kernel_name()
-//            says which one a call uses.
+//            model. It picks its own split plan (tile-aligned; the number of
+//            splits follows the device's occupancy), so results depend on the
+//            GPU model. Layouts it does not handle (block_size not a multiple of
+//            16, a cache pointer not 16-byte aligned, key/value bits other than
+//            the four presets') run the strict kernel instead;
+//            decode_kernel_name() says which one a call uses.
+// Both modes support head_dim 64, 128 and 256.
 //
 // Launch contract (CUTLASS style): can_implement() checks everything that can be
 // checked on the host, workspace_bytes() sizes the scratch buffer, run() enqueues
@@ -56,8 +59,11 @@ std::string device_description();
 enum class CudaMode { kStrict, kFast };
 const char* mode_name(CudaMode mode);  // "strict", "fast"
 
-// Bytes of scratch a decode of up to `max_batch` sequences needs (per-split
-// partial results). Any larger buffer works; it must be 256-byte aligned.
+// Bytes of scratch a decode of up to `max_batch` sequences needs: per (sequence,
+// query head, split) an fp32 accumulator [head_dim] plus (max, sum). It has room
+// for max(num_splits, min(256, 2048 / max_batch)) splits, because fast mode may
+// cut short batches into more splits than num_splits (more blocks in flight).
+// Any larger buffer works; it must be 256-byte aligned.
 std::size_t decode_workspace_bytes(int max_batch, int num_q_heads, int num_splits, int head_dim);
 
 // Everything checkable without reading device memory (see the header comment).

@@ -45,7 +45,9 @@ WorkspaceLayout workspace_layout(int batch, int num_q_heads, int num_splits, int
   return w;
 }
 
-int heads_per_block(bool fast) { return fast ? detail::kFastHeadsPerBlock : detail::kStrictHeadsPerBlock; }
+int heads_per_block(bool fast, int group) {
+  return fast ? detail::kFastHeadsPerBlock : detail::strict_heads_per_block(group);
+}
 
 bool uses_fast_kernel(const ConstCacheView& cache, CudaMode mode) {
   const Format& f = cache.layout.format;
@@ -85,8 +87,8 @@ Status decode_can_implement(const ConstCacheView& cache, const DecodeArgs& a, Cu
     return invalid_argument("num_splits = " + std::to_string(a.num_splits) + ": must be in [1, 1024]");
   }
   const int group = a.num_q_heads / l.num_kv_heads;
-  const int chunks = (group + heads_per_block(uses_fast_kernel(cache, mode)) - 1) /
-                     heads_per_block(uses_fast_kernel(cache, mode));
+  const int hpb = heads_per_block(uses_fast_kernel(cache, mode), group);
+  const int chunks = (group + hpb - 1) / hpb;
   if (std::int64_t{l.num_kv_heads} * chunks > kMaxGridYZ) {
     return Status(StatusCode::kUnsupported, "num_kv_heads x head chunks exceeds the grid limit 65535");
   }
@@ -165,7 +167,7 @@ Status decode(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode, M
   p.batch = a.batch;
   p.num_q_heads = a.num_q_heads;
   p.group = a.num_q_heads / l.num_kv_heads;
-  p.heads_per_block = heads_per_block(fast);
+  p.heads_per_block = heads_per_block(fast, p.group);
   p.chunks_per_kv_head = (p.group + p.heads_per_block - 1) / p.heads_per_block;
   p.num_splits = stride;
   p.plan_splits = a.num_splits;

@@ -27,10 +27,24 @@ inline constexpr int kEncodeThreads = kDense ? 64 : 256;
 // -> 0 in both).
 __device__ __forceinline__ int bucketize_sorted(const core::Codebook& cb, float y) {
   int idx = 0;
-  for (int step = cb.size() / 2; step >= 1; step >>= 1) {
-    if (y >= cb.midpoints[idx + step - 1]) idx += step;
+  const int size = cb.size();
+#pragma unroll
+  for (int step = core::kMaxCodebookSize / 2; step >= 1; step >>= 1) {  // unrolled, predicated
+    if (2 * step <= size && y >= cb.midpoints[idx + step - 1]) idx += step;
   }
   return idx;
+}
+
+// Element type of the K/V inputs, fixed at compile time (no per-element branch,
+// constant-offset addressing).
+template <DType kT>
+__device__ __forceinline__ float load_input(const void* base, std::int64_t i) {
+  if constexpr (kT == DType::kFloat32) {
+    return static_cast<const float*>(base)[i];
+  } else {
+    const std::uint16_t h = static_cast<const std::uint16_t*>(base)[i];
+    return kT == DType::kFloat16 ? core::fp16_to_float(h) : core::bf16_to_float(h);
+  }
 }
 
 // Shared memory per group: codes[D] bytes, then (dense rotation) x[D], y[D] floats.
@@ -39,7 +53,7 @@ __host__ __device__ constexpr int encode_group_smem() {
   return D + (kDense ? 2 * D * 4 : 0);
 }
 
-template <int D, bool kDense>
+template <int D, bool kDense, DType kT>
 __global__ void __launch_bounds__(kEncodeThreads<kDense>) encode_kernel(EncodeParams p) {
   constexpr int kE = D / kGroupLanes;
   constexpr int kGroupSmem = encode_group_smem<D, kDense>();
@@ -70,8 +84,8 @@ __global__ void __launch_bounds__(kEncodeThreads<kDense>) encode_kernel(EncodePa
   const std::int64_t first = item * D;
 #pragma unroll
   for (int i = 0; i < kE; ++i) {
-    k[i] = load_element(p.keys, p.dtype, first + sub + kGroupLanes * i);
-    v[i] = load_element(p.values, p.dtype, first + sub + kGroupLanes * i);
+    k[i] = load_input<kT>(p.keys, first + sub + kGroupLanes * i);
+    v[i] = load_input<kT>(p.values, first + sub + kGroupLanes * i);
   }
 
   std::uint8_t* key_bytes = block + l.key_data_offset(t, h);

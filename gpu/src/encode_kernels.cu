@@ -4,21 +4,32 @@
 
 namespace turboquant::cuda::detail {
 
-template <int D, bool kDense>
+template <int D, bool kDense, DType kT>
 static cudaError_t launch_encode_for(const EncodeParams& p, cudaStream_t stream) {
   constexpr int kThreads = kEncodeThreads<kDense>;
   constexpr int kItemsPerBlock = kThreads / kGroupLanes;
   const std::int64_t items = p.num_tokens * p.layout.num_kv_heads;
   const std::int64_t blocks = (items + kItemsPerBlock - 1) / kItemsPerBlock;
   if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
-  encode_kernel<D, kDense><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
+  encode_kernel<D, kDense, kT><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
 template <int D>
 static cudaError_t launch_encode_d(const EncodeParams& p, cudaStream_t stream) {
   const bool dense = !p.layout.format.fp8_keys() && p.rotation != nullptr;
-  return dense ? launch_encode_for<D, true>(p, stream) : launch_encode_for<D, false>(p, stream);
+  switch (p.dtype) {
+    case DType::kFloat32:
+      return dense ? launch_encode_for<D, true, DType::kFloat32>(p, stream)
+                   : launch_encode_for<D, false, DType::kFloat32>(p, stream);
+    case DType::kFloat16:
+      return dense ? launch_encode_for<D, true, DType::kFloat16>(p, stream)
+                   : launch_encode_for<D, false, DType::kFloat16>(p, stream);
+    case DType::kBFloat16:
+      return dense ? launch_encode_for<D, true, DType::kBFloat16>(p, stream)
+                   : launch_encode_for<D, false, DType::kBFloat16>(p, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 cudaError_t launch_encode(const EncodeParams& p, cudaStream_t stream) {

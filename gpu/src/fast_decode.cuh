@@ -396,6 +396,7 @@ __global__ void __launch_bounds__(kFastThreads, D <= 128 ? 4 : 2) fast_decode_ke
     warp_sum[warp][gq + 8] = l1;
   }
   __syncthreads();  // every warp is done with its pipeline stages and has posted its max
+  pdl_launch_dependents();  // the merge grid may start launching (it waits for this grid)
   float big0 = -core::kInf, big1 = -core::kInf;
 #pragma unroll
   for (int w = 0; w < T::kWarps; ++w) {

@@ -24,6 +24,7 @@ inline int merge_smem_bytes(int plan_splits, int head_dim) {
 __global__ void merge_kernel(DecodeParams p, bool tile_aligned) {
   extern __shared__ float merge_smem[];
   __shared__ float merged[2];  // max, sum
+  pdl_wait_for_prerequisites();  // launched programmatically after the decode grid
   const int hq = blockIdx.x;
   const int b = blockIdx.y;
   const int dims = p.layout.format.head_dim;

@@ -10,8 +10,11 @@
 
 namespace turboquant::cuda::detail {
 
-// Query heads one block handles (a chunk of the GQA group).
-inline constexpr int kStrictHeadsPerBlock = 8;
+// Query heads one block handles (a chunk of the GQA group). The strict kernel's
+// warps keep all heads of their chunk in registers: 1, 2 or 4 (groups over 4 are
+// cut into chunks of 4).
+inline constexpr int kStrictHeadsPerBlock = 4;
+inline constexpr int strict_heads_per_block(int group) { return group <= 1 ? 1 : group == 2 ? 2 : kStrictHeadsPerBlock; }
 inline constexpr int kFastHeadsPerBlock = 16;  // the fast kernel's mma M dimension
 
 struct DecodeParams {
@@ -41,6 +44,23 @@ struct DecodeParams {
   DType out_dtype = DType::kFloat32;
   float* lse = nullptr;  // [batch, num_q_heads] or nullptr
 };
+
+// Programmatic dependent launch (sm_90): the decode kernels let the merge grid
+// start launching once their main loops are done; the merge waits for the
+// decode grid's completion (and its memory) before reading the partials.
+// Placement of the trigger affects scheduling only, never correctness.
+#if defined(__CUDACC__)
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+__device__ __forceinline__ void pdl_wait_for_prerequisites() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+#endif
 
 struct EncodeParams {
   core::BlockLayout layout;

@@ -1,17 +1,37 @@
 // Strict decode: bit-exact with decode_reference (cpu/reference/decode_ref.cpp).
-// One block per (split, KV head x query-head chunk, sequence), vLLM's split plan
-// (core::split_range), tiles of kTileTokens tokens from the split start. Every
-// arithmetic step is a core/ call on fp32 CUDA cores:
-//   keys, values   the tile's records are copied to shared memory, then
-//                  element-wise core::unpack_code / centroid / fp8 / dequant_value
-//   scores         one thread per (query head, token) calls core::dot16 and
-//                  core::key_score
-//   softmax        one thread per query head calls core::softmax_fold_tile
-//   accumulation   core::rescale, then core::accumulate per token in order
+// One WARP per (split, KV head x chunk of H query heads, sequence); a block holds
+// kStrictWarps warps = kStrictWarps consecutive splits of the same (sequence,
+// chunk), which share the prepared query (the only block-wide barriers are in
+// the query preparation at the start). vLLM's split plan (core::split_range),
+// tiles of kTileTokens = 16 tokens from the split start, each tile:
+//   staging   the warp copies the 16 records into its own shared-memory rows
+//             (cp.async of 16/8/4 bytes, whatever the cache alignment allows;
+//             2-byte copies otherwise), double-buffered: tile i + 1 is in
+//             flight while tile i is computed; lanes 0..15 read the token's
+//             fp16 metadata (core::read_meta, core::decode_key_norm) one tile
+//             ahead, and the block ids two tiles ahead
+//   scores    lane (j = lane & 15, tg = lane >> 4) is dot16 lane j of the 8
+//             tokens t = 2i + tg and all H heads: the contract's
+//             fma_rn(q[base + j], key[base + j], lanes[j]) for base = 0, 16, ...
+//             (q for its dims in registers, the key decoded from the staged bits
+//             with the codebook / an exact e4m3 -> fp16 -> fp32 conversion). The fixed tree
+//             (j + 8, + 4, + 2, + 1) is evaluated as a reduce-scatter butterfly:
+//             at mask m each lane keeps half of its values and adds the partner's
+//             copy (add_rn is commutative), so every (head, token) sum follows
+//             exactly the tree of core::reduce_lanes16. Then core::key_score.
+//   softmax   core::softmax_fold_tile's steps, in its order: the tile max and the
+//             sum are sequential over the tile's tokens (every lane of head
+//             lane % H runs the same chain); the exponentials exp2_tq(s - ref)
+//             are independent and spread over the lanes.
+//   values    lane owns dims [E*lane, E*lane + E) of all H heads: core::rescale,
+//             then core::accumulate per token in token order, the value from
+//             core::dequant_value.
+// No block barrier inside the token loop; the warp synchronizes with __syncwarp.
 // The per-split partial (max, sum, acc) goes to the workspace; merge_kernel
 // combines the splits.
 #pragma once
 
+#include "mma_utils.cuh"
 #include "params.hpp"
 #include "query_prep.cuh"
 #include "turboquant/core/reduction.hpp"
@@ -21,134 +41,328 @@
 
 namespace turboquant::cuda::detail {
 
-inline constexpr int kStrictThreads = 128;
+// Splits (warps) per block. 2 spreads small batches over more SMs than 4; measured on
+// the H200 the two are within noise (docs/PERFORMANCE.md, round 2 step 9).
+inline constexpr int kStrictWarps = 2;
+inline constexpr int kStrictThreads = 32 * kStrictWarps;
 
-template <int D, int KB, int VB>
+template <int D, int KB, int VB, int H>
 struct StrictShared {
-  static constexpr int kRow = D + 4;  // padded row: consecutive tokens start in different banks
   static constexpr int kKeyBytes = KB == 8 ? D : D * KB / 8;
   static constexpr int kRecordBytes = kKeyBytes + D * VB / 8;  // = format.data_bytes()
-  static constexpr int kRawRow = (kRecordBytes + 15) / 16 * 16;
-  float q[kStrictHeadsPerBlock][D];
-  float key[core::kTileTokens][kRow];  // key directions; also scratch for a dense query rotation
-  float value[core::kTileTokens][kRow];
-  std::uint8_t raw[core::kTileTokens][kRawRow];  // the tile's records (key bytes | value bytes)
-  const std::uint8_t* record[core::kTileTokens];
-  float norm[core::kTileTokens];
-  float vscale[core::kTileTokens];
-  float vzero[core::kTileTokens];
-  float scores[kStrictHeadsPerBlock][core::kTileTokens];
-  float probs[kStrictHeadsPerBlock][core::kTileTokens];
-  float alpha[kStrictHeadsPerBlock];
-  core::Codebook codebook;
+  static_assert(kRecordBytes % 8 == 0 && kKeyBytes % 8 == 0, "head_dim 64/128/256 records are 8-byte multiples");
+  static constexpr int kRecordWords = kRecordBytes / 4;
+  // Row stride in words: a multiple of 4 (16-byte stores) and 4 mod 8, so the two
+  // tokens read at once (rows t, t + 1) land 4+ banks apart; >= 1 word of slack
+  // for the two-word bit reads.
+  static constexpr int kRow = (kRecordWords + 7) / 8 * 8 + 4;
+  struct Warp {
+    alignas(16) std::uint32_t raw[2][core::kTileTokens][kRow];  // double buffer (cp.async)
+    alignas(16) float4 meta[core::kTileTokens];  // (value scale, value zero, key norm, -)
+    alignas(16) float scores[H][core::kTileTokens];
+    alignas(16) float probs[core::kTileTokens][H];
+  };
+  alignas(16) float q[H][D];
+  alignas(16) float scratch[H][D];  // dense query rotation
+  float centroids[core::kMaxCodebookSize];
+  Warp warp[kStrictWarps];
 };
 
-// Dynamic shared memory: sizeof(StrictShared<D, KB, VB>) (over 48 KB for D = 256).
-template <int D, int KB, int VB>
+// `bits` (<= 24) bits of a staged row starting at bit `pos` (two words when
+// they may straddle a word boundary).
+template <int kBits>
+__device__ __forceinline__ std::uint32_t row_bits(const std::uint32_t* row, int pos) {
+  const int w = pos >> 5;
+  const int sh = pos & 31;
+  if constexpr (32 % kBits == 0) {
+    return row[w] >> sh;  // aligned fields never straddle
+  } else {
+    return __funnelshift_r(row[w], row[w + 1], sh);
+  }
+}
+
+template <int KB>
+__device__ __forceinline__ float strict_key(const std::uint32_t* row, int d, const float* centroids) {
+  if constexpr (KB == 8) {
+    // e4m3 -> fp16 -> fp32 is exact, so this equals core::fp8_e4m3_to_float for
+    // every non-NaN byte; a NaN key only feeds fma_rn, whose NaN result is
+    // the canonical NaN either way.
+    return unpack_half2(e4m3x2_to_half2((row[d >> 2] >> (8 * (d & 3))) & 0xffu)).x;
+  } else if constexpr (KB == 4) {
+    return centroids[(row[d >> 3] >> (4 * (d & 7))) & 15u];
+  } else {
+    return centroids[row_bits<3>(row, 3 * d) & 7u];
+  }
+}
+
+// One level of the dot16 tree over the 16 lanes of a half warp (xor `mask`).
+// N >= 2: reduce-scatter (each lane keeps half of its N values); N == 1: both
+// partners compute the sum.
+template <int N>
+__device__ __forceinline__ void tree_level(float* a, int lane, int mask) {
+  if constexpr (N >= 2) {
+    const bool upper = (lane & mask) != 0;
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+      const float send = upper ? a[i] : a[i + N / 2];
+      const float keep = upper ? a[i + N / 2] : a[i];
+      a[i] = core::add_rn(keep, __shfl_xor_sync(0xffffffffu, send, mask));
+    }
+  } else {
+    a[0] = core::add_rn(a[0], __shfl_xor_sync(0xffffffffu, a[0], mask));
+  }
+}
+
+// Copies the n records of a tile into the warp's rows: cp.async of V bytes
+// (V = 16, 8, 4; completes at the caller's cp_async_wait), or synchronous
+// 2-byte copies for caches aligned to 2 bytes only.
+template <int V, int W>
+__device__ __forceinline__ void stage_records(std::uint32_t (*raw)[W], const std::uint8_t* rec, int n, int lane,
+                                              int bytes_per_record) {
+  using T = std::conditional_t<V == 16, uint4, std::conditional_t<V == 8, uint2, std::conditional_t<V == 4, std::uint32_t, std::uint16_t>>>;
+  const int per = bytes_per_record / V;
+  const int total = n * per;
+  for (int base = 0; base < total; base += 32) {
+    const int c = base + lane;
+    const int t = min(c / per, core::kTileTokens - 1);
+    const auto* src = reinterpret_cast<const T*>(
+        __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(rec), t));
+    if (c < total) {
+      if constexpr (V == 2) {
+        reinterpret_cast<T*>(raw[t])[c - t * per] = src[c - t * per];
+      } else {
+        cp_async<V>(reinterpret_cast<T*>(raw[t]) + (c - t * per), src + (c - t * per));
+      }
+    }
+  }
+}
+
+// Dynamic shared memory: sizeof(StrictShared<D, KB, VB, H>).
+template <int D, int KB, int VB, int H>
 __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodeParams p) {
-  using Shared = StrictShared<D, KB, VB>;
+  using Shared = StrictShared<D, KB, VB, H>;
   extern __shared__ __align__(16) std::uint8_t strict_smem[];
   Shared& sm = *reinterpret_cast<Shared*>(strict_smem);
   constexpr int kT = core::kTileTokens;
-  constexpr int kQuads = D / 4;                                              // float4 groups per head
-  constexpr int kQuadsPerThread = (kStrictHeadsPerBlock * kQuads + kStrictThreads - 1) / kStrictThreads;
-  constexpr int kHalves = Shared::kRecordBytes / 2;  // records are copied in 2-byte units (always aligned)
+  constexpr int kSteps = D / 16;  // dims per dot16 lane
+  constexpr int E = D / 32;       // value dims per lane
+  constexpr int V = 8 * H;        // (token, head) sums per lane before the tree
 
-  const int split = blockIdx.x;
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int split = blockIdx.x * kStrictWarps + warp;
   const int kv_head = blockIdx.y / p.chunks_per_kv_head;
   const int chunk = blockIdx.y % p.chunks_per_kv_head;
   const int b = blockIdx.z;
-  const int tid = threadIdx.x;
   const core::BlockLayout& l = p.layout;
   const core::Format& f = l.format;
   const int seq_len = p.seq_lens[b];
-  const core::TokenRange range = core::split_range(seq_len, p.plan_splits, split);
-  if (range.empty()) return;  // the merge skips empty splits
-  const int first_head = chunk * p.heads_per_block;
-  const int heads = min(p.heads_per_block, p.group - first_head);  // query heads of this block
-  const int first_q = kv_head * p.group + first_head;              // query head index of row 0
+  const int first_head = chunk * H;
+  const int heads = min(H, p.group - first_head);  // query heads of this block
+  const int first_q = kv_head * p.group + first_head;
   const std::int64_t first_row = std::int64_t{b} * p.num_q_heads + first_q;
   const std::int32_t* block_row = p.block_table + std::int64_t{b} * p.max_blocks_per_seq;
 
-  if (tid == 0) sm.codebook = p.codebook;
-  prepare_queries<D>(p, first_row, heads, &sm.q[0][0], &sm.key[0][0]);  // ends with a barrier
+  if (threadIdx.x < core::kMaxCodebookSize) sm.centroids[threadIdx.x] = p.codebook.centroids[threadIdx.x];
+  prepare_queries<D>(p, first_row, heads, &sm.q[0][0], &sm.scratch[0][0]);  // ends with a barrier
+  if (split >= p.plan_splits) return;
+  const core::TokenRange range = core::split_range(seq_len, p.plan_splits, split);
+  if (range.empty()) return;  // the merge skips empty splits
 
-  core::SoftmaxState state;  // thread g < heads owns head g's state
-  float acc[kQuadsPerThread][4];
+  typename Shared::Warp& ws = sm.warp[warp];
+  const int j = lane & 15;
+  const int tg = lane >> 4;
+  const int hs = lane % H;  // the head whose softmax state this lane keeps
+
+  float qr[H][kSteps];
 #pragma unroll
-  for (int k = 0; k < kQuadsPerThread; ++k) {
+  for (int g = 0; g < H; ++g) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) acc[k][j] = 0.0f;
+    for (int k = 0; k < kSteps; ++k) qr[g][k] = g < heads ? sm.q[g][j + 16 * k] : 0.0f;
+  }
+  core::SoftmaxState state;
+  float acc[H][E];
+#pragma unroll
+  for (int g = 0; g < H; ++g) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) acc[g][e] = 0.0f;
   }
 
-  for (int tile = range.begin; tile < range.end; tile += kT) {
-    const int n = min(kT, range.end - tile);
-    __syncthreads();  // the previous tile's readers are done
-    if (tid < n) {
-      const int token = tile + tid;
-      const std::uint8_t* block = p.cache + l.block_base(block_row[token / l.block_size]);
-      const int slot = token % l.block_size;
-      sm.record[tid] = block + l.key_data_offset(slot, kv_head);
-      sm.norm[tid] = core::decode_key_norm(l, block, slot, kv_head);
-      sm.vscale[tid] = core::read_meta(l, block, slot, kv_head, core::MetaField::kValueScale);
-      sm.vzero[tid] = core::read_meta(l, block, slot, kv_head, core::MetaField::kValueZero);
-    }
-    __syncthreads();
-    for (int u = tid; u < n * kHalves; u += kStrictThreads) {
-      const int t = u / kHalves;
-      const int k = u % kHalves;
-      reinterpret_cast<std::uint16_t*>(sm.raw[t])[k] = reinterpret_cast<const std::uint16_t*>(sm.record[t])[k];
-    }
-    __syncthreads();
-    // core::decode_key_direction and core::decode_value, one element per thread.
-    for (int e = tid; e < n * D; e += kStrictThreads) {
-      const int t = e / D;
-      const int d = e % D;
-      sm.key[t][d] = KB == 8 ? core::fp8_e4m3_to_float(sm.raw[t][d])
-                             : sm.codebook.centroids[core::unpack_code(KB, sm.raw[t], d)];
-      sm.value[t][d] =
-          core::dequant_value(core::unpack_code(VB, sm.raw[t] + Shared::kKeyBytes, d), sm.vscale[t], sm.vzero[t]);
-    }
-    __syncthreads();
-    {
-      const int g = tid / kT;
-      const int t = tid % kT;
-      if (g < heads && t < n) sm.scores[g][t] = core::key_score(f, core::dot16(sm.q[g], sm.key[t], D), sm.norm[t]);
-    }
-    __syncthreads();
-    if (tid < heads) sm.alpha[tid] = core::softmax_fold_tile(state, sm.scores[tid], n, sm.probs[tid]);
-    __syncthreads();
+  const std::uint64_t align = reinterpret_cast<std::uintptr_t>(p.cache) |
+                              static_cast<std::uint64_t>(l.block_bytes()) | Shared::kRecordBytes;
+  const int vec = (align & 15) == 0 ? 16 : (align & 7) == 0 ? 8 : (align & 3) == 0 ? 4 : 2;
+
+  // Where each lane's result of the tree lands: values [vbase, vbase + kKeep) of
+  // the V (token i, head g) sums, index i * H + g; `writer` drops the duplicate
+  // of an all-reduce level.
+  constexpr int kKeep = V >= 16 ? V / 16 : 1;
+  int vbase = 0;
+  bool writer = true;
+  {
+    int nv = V;
 #pragma unroll
-    for (int k = 0; k < kQuadsPerThread; ++k) {
-      const int qi = tid + k * kStrictThreads;
-      const int g = qi / kQuads;
-      if (g < heads) {
-        const int d0 = (qi % kQuads) * 4;
-        const float alpha = sm.alpha[g];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) acc[k][j] = core::rescale(acc[k][j], alpha);
-        for (int t = 0; t < n; ++t) {
-          const float prob = sm.probs[g][t];
-#pragma unroll
-          for (int j = 0; j < 4; ++j) acc[k][j] = core::accumulate(acc[k][j], prob, sm.value[t][d0 + j]);
-        }
+    for (int m = 8; m >= 1; m >>= 1) {
+      if (nv >= 2) {
+        if (lane & m) vbase += nv / 2;
+        nv /= 2;
+      } else if (lane & m) {
+        writer = false;
       }
     }
   }
 
-  const std::int64_t first_partial = first_row * p.num_splits + split;  // (row, split) of head 0
+  // Software pipeline over the tiles: while tile i is computed, the records of
+  // tile i + 1 are in flight (cp.async into the other buffer), its metadata in
+  // registers, and the block ids of tile i + 2 are being loaded.
+  const int tl = lane & 15;
+  auto block_of = [&](int tile_start) {
+    const int token = tile_start + tl;
+    return token < range.end ? block_row[token / l.block_size] : 0;
+  };
+  auto record_of = [&](int tile_start, int blk) -> const std::uint8_t* {
+    const int token = tile_start + tl;
+    if (token >= range.end) return nullptr;
+    return p.cache + l.block_base(blk) + l.key_data_offset(token % l.block_size, kv_head);
+  };
+  auto meta_of = [&](int tile_start, int blk) {
+    const int token = tile_start + tl;
+    if (tg != 0 || token >= range.end) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const std::uint8_t* block = p.cache + l.block_base(blk);
+    const int slot = token % l.block_size;
+    return make_float4(core::read_meta(l, block, slot, kv_head, core::MetaField::kValueScale),
+                       core::read_meta(l, block, slot, kv_head, core::MetaField::kValueZero),
+                       core::decode_key_norm(l, block, slot, kv_head), 0.0f);
+  };
+  auto stage = [&](int buf, const std::uint8_t* rec, int n) {
+    switch (vec) {
+      case 16: stage_records<16>(ws.raw[buf], rec, n, lane, Shared::kRecordBytes); break;
+      case 8: stage_records<8>(ws.raw[buf], rec, n, lane, Shared::kRecordBytes); break;
+      case 4: stage_records<4>(ws.raw[buf], rec, n, lane, Shared::kRecordBytes); break;
+      default: stage_records<2>(ws.raw[buf], rec, n, lane, Shared::kRecordBytes); break;
+    }
+  };
+  int blk_next;  // block id of this lane's token in the next tile
+  float4 meta_cur;
+  {
+    const int blk0 = block_of(range.begin);
+    stage(0, record_of(range.begin, blk0), min(kT, range.end - range.begin));
+    cp_async_commit();
+    meta_cur = meta_of(range.begin, blk0);
+    blk_next = block_of(range.begin + kT);
+  }
+
+  int buf = 0;
+  for (int tile = range.begin; tile < range.end; tile += kT, buf ^= 1) {
+    const int n = min(kT, range.end - tile);
+    const int next = tile + kT;
+    const float4 meta_now = meta_cur;
+    const std::uint8_t* rec_next = nullptr;
+    if (next < range.end) {
+      rec_next = record_of(next, blk_next);
+      meta_cur = meta_of(next, blk_next);
+      blk_next = block_of(next + kT);
+    }
+    __syncwarp();  // the previous tile's readers of ws (meta, the other buffer) are done
+    if (next < range.end) stage(buf ^ 1, rec_next, min(kT, range.end - next));
+    cp_async_commit();
+    if (tg == 0 && tl < n) ws.meta[tl] = meta_now;
+    cp_async_wait<1>();  // this tile's records have landed
+    __syncwarp();
+    const std::uint32_t (*raw)[Shared::kRow] = ws.raw[buf];
+
+    // Scores: dot16 lane j of tokens 2i + tg (rows past n hold stale bytes; their
+    // sums are never used).
+    float s[V];
 #pragma unroll
-  for (int k = 0; k < kQuadsPerThread; ++k) {
-    const int qi = tid + k * kStrictThreads;
-    const int g = qi / kQuads;
-    if (g < heads) {
-      float* dst = p.partial_acc + (first_partial + std::int64_t{g} * p.num_splits) * D + (qi % kQuads) * 4;
+    for (int v = 0; v < V; ++v) s[v] = 0.0f;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) dst[j] = acc[k][j];
+    for (int i = 0; i < 8; ++i) {
+      const std::uint32_t* row = raw[2 * i + tg];
+#pragma unroll
+      for (int k = 0; k < kSteps; ++k) {
+        const float key = strict_key<KB>(row, j + 16 * k, sm.centroids);
+#pragma unroll
+        for (int g = 0; g < H; ++g) s[i * H + g] = core::fma_rn(qr[g][k], key, s[i * H + g]);
+      }
+    }
+    tree_level<V>(s, lane, 8);
+    tree_level<(V >= 4 ? V / 2 : 1)>(s, lane, 4);
+    tree_level<(V >= 8 ? V / 4 : 1)>(s, lane, 2);
+    tree_level<(V >= 16 ? V / 8 : 1)>(s, lane, 1);
+    if (writer) {
+#pragma unroll
+      for (int i = 0; i < kKeep; ++i) {
+        const int v = vbase + i;
+        const int t = 2 * (v / H) + tg;
+        ws.scores[v % H][t] = core::key_score(f, s[i], ws.meta[t].z);
+      }
+    }
+    __syncwarp();
+
+    // Softmax (core::softmax_fold_tile, same order): every lane of head hs
+    // computes the max chain; the exponentials are spread; the sum chain again
+    // on every lane of head hs.
+    float tile_max = ws.scores[hs][0];
+#pragma unroll
+    for (int t = 1; t < kT; ++t) {
+      if (t < n) tile_max = core::max_f(tile_max, ws.scores[hs][t]);
+    }
+    const float new_max = core::max_f(state.max, tile_max);
+    const float ref = (new_max == -core::kInf) ? 0.0f : new_max;
+    const float alpha = core::exp2_tq(core::sub_rn(state.max, ref));
+#pragma unroll
+    for (int k = 0; k < (16 * H >= 32 ? 16 * H / 32 : 1); ++k) {
+      const int t = lane / H + k * (32 / H);
+      if (t < n) ws.probs[t][hs] = core::exp2_tq(core::sub_rn(ws.scores[hs][t], ref));
+    }
+    __syncwarp();
+    float sum = core::mul_rn(state.sum, alpha);
+#pragma unroll
+    for (int t = 0; t < kT; ++t) {
+      if (t < n) sum = core::add_rn(sum, ws.probs[t][hs]);
+    }
+    state.max = new_max;
+    state.sum = sum;
+
+    // Values: rescale, then accumulate token by token.
+#pragma unroll
+    for (int g = 0; g < H; ++g) {
+      const float a = __shfl_sync(0xffffffffu, alpha, g);
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[g][e] = core::rescale(acc[g][e], a);
+    }
+    constexpr int kValueBit = Shared::kKeyBytes * 8;
+#pragma unroll 4
+    for (int t = 0; t < n; ++t) {
+      const float4 m = ws.meta[t];
+      float pr[H];
+#pragma unroll
+      for (int g = 0; g < H; ++g) pr[g] = ws.probs[t][g];
+      const std::uint32_t bits = row_bits<VB * E>(raw[t], kValueBit + VB * E * lane);
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        // core::dequant_value(code, scale, zero) = fma_rn(float(code), scale, zero), with
+        // float(code) formed exactly as (2^23 + code) - 2^23 (no quarter-rate I2F).
+        const float code = __fsub_rn(__uint_as_float(0x4b000000u | ((bits >> (VB * e)) & ((1u << VB) - 1))), 8388608.0f);
+        const float v = core::fma_rn(code, m.x, m.y);
+#pragma unroll
+        for (int g = 0; g < H; ++g) acc[g][e] = core::accumulate(acc[g][e], pr[g], v);
+      }
     }
   }
-  if (tid < heads) {
-    float* ml = p.partial_ml + (first_partial + std::int64_t{tid} * p.num_splits) * 2;
+
+  pdl_launch_dependents();  // the merge grid may start launching (it waits for this grid)
+  const std::int64_t first_partial = first_row * p.num_splits + split;  // (row, split) of head 0
+#pragma unroll
+  for (int g = 0; g < H; ++g) {
+    if (g < heads) {
+      float* dst = p.partial_acc + (first_partial + std::int64_t{g} * p.num_splits) * D + E * lane;
+#pragma unroll
+      for (int e = 0; e < E; e += 2) *reinterpret_cast<float2*>(dst + e) = make_float2(acc[g][e], acc[g][e + 1]);
+    }
+  }
+  if (lane < heads) {
+    float* ml = p.partial_ml + (first_partial + std::int64_t{lane} * p.num_splits) * 2;
     ml[0] = state.max;
     ml[1] = state.sum;
   }

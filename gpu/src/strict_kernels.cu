@@ -18,8 +18,19 @@ cudaError_t launch_strict_decode(const DecodeParams& p, cudaStream_t stream) {
 cudaError_t launch_merge(const DecodeParams& p, bool tile_aligned, cudaStream_t stream) {
   const dim3 grid(p.num_q_heads, p.batch);
   const int dims = p.layout.format.head_dim;
-  merge_kernel<<<grid, dims, merge_smem_bytes(p.plan_splits, dims), stream>>>(p, tile_aligned);
-  return cudaGetLastError();
+  // Programmatic dependent launch: the merge's launch overlaps the decode's tail
+  // (merge_kernel waits on griddepcontrol before reading the partials).
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = dim3(dims);
+  config.dynamicSmemBytes = static_cast<std::size_t>(merge_smem_bytes(p.plan_splits, dims));
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, merge_kernel, p, tile_aligned);
 }
 
 }  // namespace turboquant::cuda::detail

@@ -1,11 +1,14 @@
 // Argument validation shared by every backend. Each check names the argument
 // and the offending value; nothing is written before all checks pass.
 #include <algorithm>
+#include <climits>
+#include <initializer_list>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "turboquant/core/split_plan.hpp"
 #include "turboquant/detail/elements.hpp"
 #include "turboquant/detail/validate.hpp"
 
@@ -16,19 +19,43 @@ using std::to_string;
 
 Status invalid(const std::string& msg) { return Status(StatusCode::kInvalidArgument, msg); }
 
-Status check_buffer(const char* name, const void* data, std::size_t bytes, std::size_t needed,
-                    const std::string& shape) {
+// A tensor argument: its shape (element counts) and element type.
+struct TensorShape {
+  std::initializer_list<std::int64_t> dims;
+  std::size_t element_bytes;
+  const char* type;
+
+  std::string to_string() const {
+    std::string out = "[";
+    for (std::int64_t d : dims) out += (out.size() > 1 ? ", " : "") + std::to_string(d);
+    return out + "] " + type;
+  }
+  // Bytes needed, or false when the product exceeds 2^63 (user integers must
+  // never overflow: a wrapped size would let a small buffer pass).
+  bool bytes(std::int64_t* out) const {
+    std::int64_t total = static_cast<std::int64_t>(element_bytes);
+    for (std::int64_t d : dims) {
+      if (__builtin_mul_overflow(total, d, &total)) return false;
+    }
+    *out = total;
+    return true;
+  }
+};
+
+Status check_buffer(const char* name, const void* data, std::size_t bytes, const TensorShape& shape) {
+  std::int64_t needed = 0;
+  if (!shape.bytes(&needed)) {
+    return Status(StatusCode::kOutOfRange, std::string(name) + " " + shape.to_string() + " needs more than 2^63 bytes");
+  }
   if (needed == 0) return Status();
-  if (data == nullptr) return Status(StatusCode::kBufferTooSmall, std::string(name) + " is null but must hold " + shape);
-  if (bytes < needed) {
-    return Status(StatusCode::kBufferTooSmall, std::string(name) + " has " + to_string(bytes) + " bytes but " + shape +
-                                                   " needs " + to_string(needed));
+  if (data == nullptr) {
+    return Status(StatusCode::kBufferTooSmall, std::string(name) + " is null but must hold " + shape.to_string());
+  }
+  if (bytes < static_cast<std::size_t>(needed)) {
+    return Status(StatusCode::kBufferTooSmall, std::string(name) + " has " + to_string(bytes) + " bytes but " +
+                                                   shape.to_string() + " needs " + to_string(needed));
   }
   return Status();
-}
-
-std::string shape3(std::int64_t a, std::int64_t b, std::int64_t c, DType t) {
-  return "[" + to_string(a) + ", " + to_string(b) + ", " + to_string(c) + "] " + dtype_name(t);
 }
 
 template <class T>
@@ -89,8 +116,7 @@ Status resolve_rotation(const Format& format, ConstBuffer pit, core::Rotation* o
   if (pit.data == nullptr && pit.bytes == 0) return Status();
   if (format.fp8_keys()) return invalid("rotation given, but FP8 keys are not rotated");
   const std::int64_t dims = format.head_dim;
-  if (Status s = check_buffer("rotation", pit.data, pit.bytes, dims * dims * 4,
-                              "[" + to_string(dims) + ", " + to_string(dims) + "] float32");
+  if (Status s = check_buffer("rotation", pit.data, pit.bytes, {{dims, dims}, 4, "float32"});
       !s.ok())
     return s;
   const float* m = static_cast<const float*>(pit.data);
@@ -112,6 +138,10 @@ Status resolve_tables(const Format& format, const Codebook* user_codebook, Const
 Status validate_cache(const ConstCacheView& cache) {
   if (Status s = validate_layout(cache.layout); !s.ok()) return s;
   if (cache.num_blocks < 1) return invalid("cache.num_blocks = " + to_string(cache.num_blocks) + ": must be >= 1");
+  if (cache.num_blocks > INT64_MAX / cache.layout.block_bytes()) {
+    return Status(StatusCode::kOutOfRange, "cache.num_blocks = " + to_string(cache.num_blocks) + " blocks of " +
+                                               to_string(cache.layout.block_bytes()) + " bytes exceed 2^63 bytes");
+  }
   if (cache.data == nullptr) return Status(StatusCode::kBufferTooSmall, "cache.data is null");
   return Status();
 }
@@ -137,29 +167,22 @@ Status validate_decode(const ConstCacheView& cache, const DecodeArgs& a) {
   if (a.num_splits < 1 || a.num_splits > 1024) {
     return invalid("num_splits = " + to_string(a.num_splits) + ": must be in [1, 1024]");
   }
-  const std::int64_t rows = std::int64_t{a.batch} * a.num_q_heads;
-  const std::size_t qbytes = rows * dims * dtype_size(a.query_dtype);
-  if (Status s = check_buffer("query", a.query.data, a.query.bytes, qbytes,
-                              shape3(a.batch, a.num_q_heads, dims, a.query_dtype));
+  const std::int64_t batch = a.batch, heads = a.num_q_heads;
+  if (Status s = check_buffer("query", a.query.data, a.query.bytes,
+                              {{batch, heads, dims}, dtype_size(a.query_dtype), dtype_name(a.query_dtype)});
       !s.ok())
     return s;
-  if (Status s = check_buffer("out", a.out.data, a.out.bytes, rows * dims * dtype_size(a.out_dtype),
-                              shape3(a.batch, a.num_q_heads, dims, a.out_dtype));
+  if (Status s = check_buffer("out", a.out.data, a.out.bytes,
+                              {{batch, heads, dims}, dtype_size(a.out_dtype), dtype_name(a.out_dtype)});
       !s.ok())
     return s;
   if (a.lse.data != nullptr || a.lse.bytes != 0) {
-    if (Status s = check_buffer("lse", a.lse.data, a.lse.bytes, rows * 4,
-                                "[" + to_string(a.batch) + ", " + to_string(a.num_q_heads) + "] float32");
-        !s.ok())
-      return s;
+    if (Status s = check_buffer("lse", a.lse.data, a.lse.bytes, {{batch, heads}, 4, "float32"}); !s.ok()) return s;
   }
-  if (Status s = check_buffer("seq_lens", a.seq_lens.data, a.seq_lens.bytes, std::size_t(a.batch) * 4,
-                              "[" + to_string(a.batch) + "] int32");
-      !s.ok())
+  if (Status s = check_buffer("seq_lens", a.seq_lens.data, a.seq_lens.bytes, {{batch}, 4, "int32"}); !s.ok())
     return s;
   if (Status s = check_buffer("block_table", a.block_table.data, a.block_table.bytes,
-                              std::size_t(a.batch) * a.max_blocks_per_seq * 4,
-                              "[" + to_string(a.batch) + ", " + to_string(a.max_blocks_per_seq) + "] int32");
+                              {{batch, a.max_blocks_per_seq}, 4, "int32"});
       !s.ok())
     return s;
   detail::Tables tables;
@@ -168,6 +191,10 @@ Status validate_decode(const ConstCacheView& cache, const DecodeArgs& a) {
   for (int b = 0; b < a.batch; ++b) {
     const std::int32_t len = load<std::int32_t>(a.seq_lens, b);
     if (len < 0) return invalid("seq_lens[" + to_string(b) + "] = " + to_string(len) + ": must be >= 0");
+    if (len > core::kMaxSeqLen) {
+      return Status(StatusCode::kOutOfRange, "seq_lens[" + to_string(b) + "] = " + to_string(len) +
+                                                 " exceeds the maximum sequence length " + to_string(core::kMaxSeqLen));
+    }
     const std::int64_t blocks_needed = (std::int64_t{len} + l.block_size - 1) / l.block_size;
     if (blocks_needed > a.max_blocks_per_seq) {
       return Status(StatusCode::kOutOfRange,
@@ -195,12 +222,10 @@ Status validate_encode(const ConstCacheView& cache, const EncodeArgs& a) {
   const BlockLayout& l = cache.layout;
   const int dims = l.format.head_dim;
   if (a.num_tokens < 0) return invalid("num_tokens = " + to_string(a.num_tokens) + ": must be >= 0");
-  const std::size_t kv_bytes = a.num_tokens * l.num_kv_heads * dims * dtype_size(a.dtype);
-  const std::string kv_shape = shape3(a.num_tokens, l.num_kv_heads, dims, a.dtype);
-  if (Status s = check_buffer("keys", a.keys.data, a.keys.bytes, kv_bytes, kv_shape); !s.ok()) return s;
-  if (Status s = check_buffer("values", a.values.data, a.values.bytes, kv_bytes, kv_shape); !s.ok()) return s;
-  if (Status s = check_buffer("slot_mapping", a.slot_mapping.data, a.slot_mapping.bytes, a.num_tokens * 8,
-                              "[" + to_string(a.num_tokens) + "] int64");
+  const TensorShape kv_shape{{a.num_tokens, l.num_kv_heads, dims}, dtype_size(a.dtype), dtype_name(a.dtype)};
+  if (Status s = check_buffer("keys", a.keys.data, a.keys.bytes, kv_shape); !s.ok()) return s;
+  if (Status s = check_buffer("values", a.values.data, a.values.bytes, kv_shape); !s.ok()) return s;
+  if (Status s = check_buffer("slot_mapping", a.slot_mapping.data, a.slot_mapping.bytes, {{a.num_tokens}, 8, "int64"});
       !s.ok())
     return s;
   detail::Tables tables;

@@ -85,6 +85,7 @@ void decode_split(const ConstCacheView& cache, const std::int32_t* block_row, in
 
 Status decode_reference(const ConstCacheView& cache, const DecodeArgs& a) {
   if (Status s = validate_decode(cache, a); !s.ok()) return s;
+  if (a.batch == 0) return Status();  // nothing to do, and no workspace to size
   const BlockLayout& l = cache.layout;
   const int dims = l.format.head_dim;
   const int group = a.num_q_heads / l.num_kv_heads;

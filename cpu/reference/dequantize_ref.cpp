@@ -1,4 +1,5 @@
 // Cache slots -> fp32 K and V, in the rotated (as stored) or original basis.
+#include <climits>
 #include <cstring>
 
 #include "turboquant/core/token_codec.hpp"
@@ -13,6 +14,10 @@ Status dequantize_reference(const ConstCacheView& cache, const DequantizeArgs& a
   const int dims = l.format.head_dim;
   if (a.num_slots < 0) {
     return Status(StatusCode::kInvalidArgument, "num_slots = " + std::to_string(a.num_slots) + ": must be >= 0");
+  }
+  // Bound num_slots first so that no byte count below can wrap.
+  if (a.num_slots > INT64_MAX / (std::int64_t{l.num_kv_heads} * dims * 4)) {
+    return Status(StatusCode::kOutOfRange, "num_slots = " + std::to_string(a.num_slots) + ": its K/V need more than 2^63 bytes");
   }
   const std::size_t out_bytes = static_cast<std::size_t>(a.num_slots) * l.num_kv_heads * dims * 4;
   const std::string shape = "[" + std::to_string(a.num_slots) + ", " + std::to_string(l.num_kv_heads) + ", " +

@@ -1,9 +1,10 @@
 // Merge of the per-split partials (docs/ARITHMETIC.md §merge), shared by both
 // decode modes: for one (sequence, query head), splits in split order, empty
 // splits skipped, exactly as decode_reference does it. The non-empty splits of
-// either plan are a prefix 0..n-1. Partials are staged in shared memory in
-// chunks (coalesced, independent loads); the in-order fma chains then read
-// shared memory only.
+// either plan are a prefix 0..n-1. Thread d only ever needs column d of the
+// partial accumulators, so each chunk of kMergeChunk splits is loaded into
+// registers with independent (coalesced across the block) loads first, and
+// the in-order fma chain then runs on registers.
 #pragma once
 
 #include "elements.cuh"
@@ -16,7 +17,8 @@ namespace turboquant::cuda::detail {
 inline constexpr int kMergeChunk = 32;  // splits staged at a time
 
 inline int merge_smem_bytes(int plan_splits, int head_dim) {
-  return static_cast<int>((2 * plan_splits + kMergeChunk * head_dim) * sizeof(float));
+  (void)head_dim;  // per-split max and sum only; the accumulators stay in registers
+  return static_cast<int>(2 * plan_splits * sizeof(float));
 }
 
 // Grid (num_q_heads, batch); blockDim.x == head_dim; dynamic shared memory
@@ -37,7 +39,6 @@ __global__ void merge_kernel(DecodeParams p, bool tile_aligned) {
   const float* acc_in = p.partial_acc + row * p.num_splits * dims;
   float* weight = merge_smem;              // [splits]: split max, then its weight
   float* sum_s = merge_smem + splits;      // [splits]
-  float* stage = merge_smem + 2 * splits;  // [kMergeChunk][dims]
   for (int s = d; s < n; s += blockDim.x) {
     weight[s] = ml[2 * s];
     sum_s[s] = ml[2 * s + 1];
@@ -61,10 +62,13 @@ __global__ void merge_kernel(DecodeParams p, bool tile_aligned) {
   float acc = 0.0f;
   for (int s0 = 0; s0 < n; s0 += kMergeChunk) {
     const int count = min(kMergeChunk, n - s0);
-    for (int i = d; i < count * dims; i += blockDim.x) stage[i] = acc_in[std::int64_t{s0} * dims + i];
-    __syncthreads();
-    for (int s = 0; s < count; ++s) acc = core::merge_add(acc, weight[s0 + s], stage[s * dims + d]);
-    __syncthreads();
+    float part[kMergeChunk];
+#pragma unroll
+    for (int s = 0; s < kMergeChunk; ++s) part[s] = s < count ? acc_in[std::int64_t{s0 + s} * dims + d] : 0.0f;
+#pragma unroll
+    for (int s = 0; s < kMergeChunk; ++s) {
+      if (s < count) acc = core::merge_add(acc, weight[s0 + s], part[s]);
+    }
   }
   const float sum = merged[1];
   store_element(p.out, p.out_dtype, row * dims + d, core::finalize_output(acc, sum, merged_max));

@@ -124,6 +124,7 @@ TEST(Npy, Versions2And3AndPython2Longs) {
 TEST(Npy, ReadsEveryCaseFile) {
   int files = 0;
   for (const auto& c : fs::directory_iterator(fs::path(TQ_TEST_DATA_DIR) / "vllm-soa")) {
+    if (!c.is_directory()) continue;  // the folder's README
     for (const auto& f : fs::directory_iterator(c.path())) {
       if (f.path().extension() != ".npy") continue;
       NpyArray a;

@@ -11,6 +11,9 @@ namespace turboquant::core {
 
 inline constexpr int kTileTokens = 16;
 inline constexpr int kDefaultSplits = 32;
+// Longest sequence a decode accepts (2^30 tokens): keeps every token index,
+// tile start and tile end (< 2^30 + 16) far inside int32 arithmetic.
+inline constexpr int kMaxSeqLen = 1 << 30;
 
 struct TokenRange {
   int begin = 0;

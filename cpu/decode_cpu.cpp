@@ -1,15 +1,18 @@
 // decode_cpu: validation, the split plan's work items as oneTBB tasks, and
-// the merge. Three parallel phases, each deterministic whatever the thread
-// count, because every task writes only its own slice:
+// the merge. Sequences are processed in chunks whose workspace stays under
+// kWorkspaceCap; per chunk, three parallel phases, each deterministic
+// whatever the thread count because every task writes only its own slice:
 //   1. queries: rotate and scale every (sequence, query head) row once;
-//   2. items:   (sequence, KV head, split) -> partial softmax states;
+//   2. items:   (sequence, KV head, non-empty split) -> partial softmax states;
 //   3. merge:   (sequence, query head) -> output row and LSE, splits in order.
 #include <tbb/blocked_range.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "parallel.hpp"
@@ -23,6 +26,10 @@ namespace turboquant {
 namespace {
 
 using cpu::DecodeProblem;
+
+// Workspace (floats) one chunk of sequences may use, unless a single
+// sequence needs more.
+constexpr std::int64_t kWorkspaceCap = std::int64_t{64} << 20;  // 256 MiB
 
 // decode_reference's prepare_query: rotate (Lloyd-Max keys), then times
 // softmax_scale * log2(e).
@@ -44,85 +51,111 @@ struct Item {
   int b, h, s, tokens;
 };
 
+// Decodes sequences [b0, b1) with `ws` holding their queries and partials.
+void run_chunk(const cpu::IsaKernels& k, DecodeProblem p, const DecodeArgs& a, const core::Rotation& rot, int b0,
+               int b1, float* ws, std::vector<std::int64_t>& partial_base,
+               tbb::enumerable_thread_specific<std::vector<float>>& scratch) {
+  const BlockLayout& l = p.layout;
+  const int dims = l.format.head_dim;
+  const std::int64_t rows = std::int64_t{b1 - b0} * a.num_q_heads;
+  p.queries = ws;
+  p.first_row_batch = b0;
+  p.partials = ws + rows * dims;
+  std::int64_t offset = 0;
+  std::vector<Item> items;  // non-empty work items, longest first (results do not depend on the order)
+  for (int b = b0; b < b1; ++b) {
+    partial_base[b] = offset;
+    const int used = cpu::used_splits(p.seq_lens[b], a.num_splits);
+    offset += std::int64_t{used} * l.num_kv_heads * p.group * p.partial_floats();
+    for (int s = 0; s < used; ++s) {
+      const int tokens = core::split_range(p.seq_lens[b], a.num_splits, s).size();
+      for (int h = 0; h < l.num_kv_heads; ++h) items.push_back({b, h, s, tokens});
+    }
+  }
+  std::stable_sort(items.begin(), items.end(), [](const Item& x, const Item& y) { return x.tokens > y.tokens; });
+  const auto local_scratch = [&scratch] {
+    const auto address = reinterpret_cast<std::uintptr_t>(scratch.local().data());
+    return reinterpret_cast<float*>((address + 63) & ~std::uintptr_t{63});
+  };
+  float* lse = static_cast<float*>(a.lse.data);
+  const std::int64_t first_row = std::int64_t{b0} * a.num_q_heads;
+
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, rows, 8), [&](const tbb::blocked_range<std::int64_t>& r) {
+    for (std::int64_t row = r.begin(); row < r.end(); ++row) {
+      prepare_query(a, l.format, rot, first_row + row, ws + row * dims);
+    }
+  });
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, items.size(), 1), [&](const tbb::blocked_range<std::size_t>& r) {
+    float* sc = local_scratch();
+    for (std::size_t i = r.begin(); i < r.end(); ++i) k.decode_item(p, items[i].b, items[i].h, items[i].s, sc);
+  });
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, rows, 4), [&](const tbb::blocked_range<std::int64_t>& r) {
+    alignas(64) float out[core::kMaxHeadDim];
+    for (std::int64_t i = r.begin(); i < r.end(); ++i) {
+      const std::int64_t row = first_row + i;
+      const int b = static_cast<int>(row / a.num_q_heads);
+      const int qh = static_cast<int>(row % a.num_q_heads);
+      float row_lse;
+      k.merge_row(p, b, qh, out, &row_lse);
+      if (a.out_dtype == DType::kFloat32) {
+        std::memcpy(static_cast<char*>(a.out.data) + row * dims * 4, out, std::size_t(dims) * 4);
+      } else {
+        for (int d = 0; d < dims; ++d) detail::store_element(a.out.data, a.out_dtype, row * dims + d, out[d]);
+      }
+      if (lse != nullptr) lse[row] = row_lse;
+    }
+  });
+}
+
 void run(const cpu::IsaKernels& k, const ConstCacheView& cache, const DecodeArgs& a, const Codebook& cb,
-         const core::Rotation& rot, int threads) {
+         const core::Rotation& rot) {
   const BlockLayout& l = cache.layout;
   const int dims = l.format.head_dim;
-  const int group = a.num_q_heads / l.num_kv_heads;
-  const auto* seq_lens = static_cast<const std::int32_t*>(a.seq_lens.data);
-  const std::int64_t rows = std::int64_t{a.batch} * a.num_q_heads;
-
   DecodeProblem p;
   p.cache = cache.data;
   p.layout = l;
   p.block_table = static_cast<const std::int32_t*>(a.block_table.data);
   p.max_blocks_per_seq = a.max_blocks_per_seq;
-  p.seq_lens = seq_lens;
+  p.seq_lens = static_cast<const std::int32_t*>(a.seq_lens.data);
   p.num_splits = a.num_splits;
   p.num_q_heads = a.num_q_heads;
-  p.group = group;
+  p.group = a.num_q_heads / l.num_kv_heads;
   p.codebook = &cb;
+  std::vector<std::int64_t> partial_base(static_cast<std::size_t>(a.batch), 0);
+  p.partial_base = partial_base.data();
 
-  // The non-empty work items, longest first (a better schedule; the results do
-  // not depend on the order).
-  std::vector<Item> items;
-  for (int b = 0; b < a.batch; ++b) {
-    for (int s = 0; s < a.num_splits; ++s) {
-      const core::TokenRange r = core::split_range(seq_lens[b], a.num_splits, s);
-      if (r.empty()) continue;
-      for (int h = 0; h < l.num_kv_heads; ++h) items.push_back({b, h, s, r.size()});
-    }
-  }
-  std::stable_sort(items.begin(), items.end(), [](const Item& x, const Item& y) { return x.tokens > y.tokens; });
-
-  const std::int64_t query_floats = rows * dims;
-  const std::int64_t partial_floats =
-      std::int64_t{a.batch} * l.num_kv_heads * a.num_splits * group * (dims + 16);
-  cpu::Workspace ws(static_cast<std::size_t>(query_floats + partial_floats + 16));
-  float* base = ws.data();
-  float* queries = base;
-  p.queries = queries;
-  p.partials = queries + query_floats;
-
-  const std::int64_t scratch_floats = cpu::decode_scratch_floats(group);
+  const std::int64_t scratch_floats = cpu::decode_scratch_floats(p.group) + 16;
   tbb::enumerable_thread_specific<std::vector<float>> scratch(
       [scratch_floats] { return std::vector<float>(static_cast<std::size_t>(scratch_floats)); });
-  float* lse = static_cast<float*>(a.lse.data);
 
-  const auto body = [&] {
-    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, rows, 8), [&](const tbb::blocked_range<std::int64_t>& r) {
-      for (std::int64_t row = r.begin(); row < r.end(); ++row) {
-        prepare_query(a, l.format, rot, row, queries + row * dims);
-      }
-    });
-    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, items.size(), 1),
-                      [&](const tbb::blocked_range<std::size_t>& r) {
-                        float* sc = scratch.local().data();
-                        for (std::size_t i = r.begin(); i < r.end(); ++i) {
-                          k.decode_item(p, items[i].b, items[i].h, items[i].s, sc);
-                        }
-                      });
-    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, rows, 4), [&](const tbb::blocked_range<std::int64_t>& r) {
-      alignas(64) float out[core::kMaxHeadDim];
-      for (std::int64_t row = r.begin(); row < r.end(); ++row) {
-        const int b = static_cast<int>(row / a.num_q_heads);
-        const int qh = static_cast<int>(row % a.num_q_heads);
-        float row_lse;
-        k.merge_row(p, b, qh, out, &row_lse);
-        if (a.out_dtype == DType::kFloat32) {
-          std::memcpy(static_cast<char*>(a.out.data) + row * dims * 4, out, std::size_t(dims) * 4);
-        } else {
-          for (int d = 0; d < dims; ++d) detail::store_element(a.out.data, a.out_dtype, row * dims + d, out[d]);
-        }
-        if (lse != nullptr) lse[row] = row_lse;
-      }
-    });
+  // Floats a sequence needs: its query rows and its non-empty splits' partials.
+  const auto need = [&](int b) {
+    return std::int64_t{a.num_q_heads} *
+           (dims + std::int64_t{cpu::used_splits(p.seq_lens[b], a.num_splits)} * p.partial_floats());
   };
-  if (threads > 0) {
-    cpu::arena_for(threads).execute(body);
-  } else {
-    body();
+  for (int b0 = 0; b0 < a.batch;) {
+    std::int64_t floats = need(b0);
+    int b1 = b0 + 1;
+    while (b1 < a.batch && floats + need(b1) <= kWorkspaceCap) floats += need(b1++);
+    cpu::Workspace ws(static_cast<std::size_t>(floats));
+    run_chunk(k, p, a, rot, b0, b1, ws.data(), partial_base, scratch);
+    b0 = b1;
   }
+}
+
+// Runs `fn` in the arena `threads` asks for; allocation failures become a Status.
+template <class Fn>
+Status run_guarded(int threads, Fn&& fn) {
+  try {
+    if (threads > 0) {
+      cpu::arena_for(threads).execute(fn);
+    } else {
+      fn();
+    }
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kInternal, "the CPU backend could not allocate its workspace (out of memory)");
+  }
+  return Status();
 }
 
 }  // namespace
@@ -135,13 +168,12 @@ Status decode_cpu(const ConstCacheView& cache, const DecodeArgs& a, const CpuOpt
   if (Status s = validate_decode(cache, a); !s.ok()) return s;
   const cpu::IsaKernels* k = nullptr;
   if (Status s = cpu::select_isa(options.isa, &k); !s.ok()) return s;
+  if (a.batch == 0) return Status();
   const Codebook* cb = nullptr;
   core::Rotation rot;
   (void)detail::resolve_codebook(cache.layout.format, a.codebook, &cb);  // validated above
   (void)detail::resolve_rotation(cache.layout.format, a.rotation, &rot);
-  if (a.batch == 0) return Status();
-  run(*k, cache, a, *cb, rot, options.threads);
-  return Status();
+  return run_guarded(options.threads, [&] { run(*k, cache, a, *cb, rot); });
 }
 
 std::vector<std::string> available_isas() { return cpu::runnable_isas(); }

@@ -3,6 +3,9 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
+#include <new>
+
 #include "parallel.hpp"
 #include "simd/dispatch.hpp"
 #include "turboquant/cpu.hpp"
@@ -39,10 +42,14 @@ Status encode_cpu(const CacheView& cache, const EncodeArgs& a, const CpuOptions&
     tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, a.num_tokens, grain),
                       [&](const tbb::blocked_range<std::int64_t>& r) { k->encode_tokens(p, r.begin(), r.end()); });
   };
-  if (options.threads > 0) {
-    cpu::arena_for(options.threads).execute(body);
-  } else {
-    body();
+  try {
+    if (options.threads > 0) {
+      cpu::arena_for(options.threads).execute(body);
+    } else {
+      body();
+    }
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kInternal, "the CPU backend could not allocate its task state (out of memory)");
   }
   return Status();
 }

@@ -2,6 +2,7 @@
 
 #include <tbb/task_arena.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,23 +18,28 @@ tbb::task_arena& arena_for(int threads) {
   return *a;
 }
 
-int concurrency(int threads) { return threads > 0 ? threads : tbb::this_task_arena::max_concurrency(); }
-
 namespace {
 thread_local std::vector<float> t_cache;
 thread_local bool t_busy = false;
 }  // namespace
 
+namespace {
+// The first 64-byte aligned float of `v` (which holds 15 floats of slack).
+float* aligned64(std::vector<float>& v) {
+  const auto address = reinterpret_cast<std::uintptr_t>(v.data());
+  return reinterpret_cast<float*>((address + 63) & ~std::uintptr_t{63});
+}
+}  // namespace
+
 Workspace::Workspace(std::size_t floats) {
+  std::vector<float>* v = &own_;
   if (!t_busy) {
     t_busy = true;
     cached_ = &t_cache;
-    if (t_cache.size() < floats) t_cache.resize(floats);
-    data_ = t_cache.data();
-  } else {
-    own_.resize(floats);
-    data_ = own_.data();
+    v = &t_cache;
   }
+  if (v->size() < floats + 15) v->resize(floats + 15);
+  data_ = aligned64(*v);
 }
 
 Workspace::~Workspace() {

@@ -13,12 +13,9 @@ namespace turboquant::cpu {
 // The arena for `threads` (> 0); never destroyed (lives until exit).
 tbb::task_arena& arena_for(int threads);
 
-// Threads the work will be spread over.
-int concurrency(int threads);
-
-// Scratch reused across calls on one thread: a call borrows it for its
-// duration; a nested call on the same thread (a TBB worker running another
-// caller's task while it waits) gets a fresh buffer instead.
+// Scratch reused across calls on one thread, 64-byte aligned: a call borrows
+// it for its duration; a nested call on the same thread (a TBB worker running
+// another caller's task while it waits) gets a fresh buffer instead.
 class Workspace {
  public:
   explicit Workspace(std::size_t floats);

@@ -11,6 +11,7 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -21,6 +22,7 @@
 
 #include "bandwidth_probe.hpp"
 #include "common/random_problem.hpp"
+#include "turboquant/core/half.hpp"
 #include "turboquant/cpu.hpp"
 
 namespace turboquant::bench {
@@ -31,13 +33,18 @@ constexpr int kKvHeads = 8;
 constexpr int kGroup = 4;  // Hq 32
 constexpr int kBlock = 16;
 
-const char* short_name(Preset p) { return preset_name(p) + 11; }  // drop "turboquant_"
+// "turboquant_4bit_nc" -> "4bit_nc".
+std::string short_name(Preset p) {
+  const std::string name = preset_name(p);
+  const std::string prefix = "turboquant_";
+  return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+}
 
 // Caches are built once per (preset, batch, seq_len) and shared by benchmarks.
-const testing::Problem& problem(Preset preset, int batch, int seq_len) {
+const testing::Problem& problem(Preset preset, int batch, int seq_len, bool keep_inputs = false) {
   static std::map<std::tuple<int, int, int>, std::unique_ptr<testing::Problem>> cache;
   auto& slot = cache[{static_cast<int>(preset), batch, seq_len}];
-  if (!slot) {
+  if (!slot || (keep_inputs && slot->keys.empty())) {
     testing::ProblemSpec spec;
     spec.format = preset_format(preset, kHeadDim);
     spec.block_size = kBlock;
@@ -46,6 +53,10 @@ const testing::Problem& problem(Preset preset, int batch, int seq_len) {
     spec.seq_lens.assign(batch, seq_len);
     spec.seed = 42;
     slot = std::make_unique<testing::Problem>(testing::make_problem(spec));
+    if (!keep_inputs) {  // decode needs only the cache and the queries
+      slot->keys = {};
+      slot->values = {};
+    }
   }
   return *slot;
 }
@@ -80,13 +91,30 @@ void decode(benchmark::State& st, Preset preset, int batch, int seq_len, int thr
   report(st, seconds, token_heads * p.layout.format.slot_bytes(), token_heads, isa == "reference" ? 1 : threads);
 }
 
-// Encode of `tokens` tokens x Hk heads (fp32 K/V in, a cache slot each).
-void encode(benchmark::State& st, Preset preset, int tokens, int threads, std::string isa) {
-  const testing::Problem& p = problem(preset, 1, tokens);
+// K or V converted to `t` (fp32: as is).
+std::vector<std::uint8_t> as_dtype(const std::vector<float>& x, DType t) {
+  std::vector<std::uint8_t> out(x.size() * dtype_size(t));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (t == DType::kFloat32) {
+      std::memcpy(&out[4 * i], &x[i], 4);
+    } else {
+      const std::uint16_t h = t == DType::kFloat16 ? core::float_to_fp16(x[i]) : core::float_to_bf16(x[i]);
+      std::memcpy(&out[2 * i], &h, 2);
+    }
+  }
+  return out;
+}
+
+// Encode of `tokens` tokens x Hk heads (K/V of `dtype` in, a cache slot each).
+void encode(benchmark::State& st, Preset preset, int tokens, DType dtype, int threads, std::string isa) {
+  const testing::Problem& p = problem(preset, 1, tokens, /*keep_inputs=*/true);
   std::vector<std::uint8_t> cache = p.cache;
+  const std::vector<std::uint8_t> keys = as_dtype(p.keys, dtype);
+  const std::vector<std::uint8_t> values = as_dtype(p.values, dtype);
   EncodeArgs e;
-  e.keys = {p.keys.data(), p.keys.size() * 4};
-  e.values = {p.values.data(), p.values.size() * 4};
+  e.keys = {keys.data(), keys.size()};
+  e.values = {values.data(), values.size()};
+  e.dtype = dtype;
   e.num_tokens = static_cast<std::int64_t>(p.slots.size());
   e.slot_mapping = {p.slots.data(), p.slots.size() * 8};
   e.check_finite = false;  // measure the store, not the input scan
@@ -100,8 +128,8 @@ void encode(benchmark::State& st, Preset preset, int tokens, int threads, std::s
     benchmark::DoNotOptimize(cache.data());
   }
   const double token_heads = double(tokens) * kKvHeads;
-  // Bytes moved: fp32 K and V read, the slot written.
-  const double bytes = token_heads * (2.0 * 4 * kHeadDim + p.layout.format.slot_bytes());
+  // Bytes moved: K and V read, the slot written.
+  const double bytes = token_heads * (2.0 * dtype_size(dtype) * kHeadDim + p.layout.format.slot_bytes());
   report(st, seconds, bytes, token_heads, isa == "reference" ? 1 : threads);
   st.counters["Mtoken_heads_per_s"] = token_heads / (seconds / static_cast<double>(st.iterations())) / 1e6;
 }
@@ -136,14 +164,18 @@ void register_all() {
       reg(name, [=](benchmark::State& st) { decode(st, preset, batch, seq, 1, "reference"); })->Iterations(2);
     }
   }
-  for (int threads : {2, 1}) {
-    for (const std::string& isa : available_isas()) {
-      const std::string name = "encode/4bit_nc/N8192/t" + std::to_string(threads) + "/" + isa;
-      reg(name, [=](benchmark::State& st) { encode(st, Preset::k4BitNc, 8192, threads, isa); });
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    const std::string dt = dtype == DType::kFloat32 ? "f32" : "bf16";
+    for (int threads : {2, 1}) {
+      for (const std::string& isa : available_isas()) {
+        if (isa == "scalar" && dtype != DType::kFloat32) continue;
+        const std::string name = "encode/4bit_nc/" + dt + "/N8192/t" + std::to_string(threads) + "/" + isa;
+        reg(name, [=](benchmark::State& st) { encode(st, Preset::k4BitNc, 8192, dtype, threads, isa); });
+      }
     }
   }
-  reg("encode/4bit_nc/N8192/t1/reference",
-      [](benchmark::State& st) { encode(st, Preset::k4BitNc, 8192, 1, "reference"); })
+  reg("encode/4bit_nc/f32/N8192/t1/reference",
+      [](benchmark::State& st) { encode(st, Preset::k4BitNc, 8192, DType::kFloat32, 1, "reference"); })
       ->Iterations(3);
 }
 

@@ -31,8 +31,7 @@ const std::vector<IsaEntry>& isa_table() {
 #if TQ_HAVE_AVX512_KERNELS
     // xsimd's avx512bw implies F, CD, DQ, BW (and OS support of the zmm state).
     t.push_back({&kAvx512Kernels, cpu.avx512bw && __builtin_cpu_supports("avx512vl") &&
-                                      __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("f16c") &&
-                                      cpu.fma3_avx2});
+                                      __builtin_cpu_supports("f16c") && cpu.fma3_avx2});
 #endif
 #if TQ_HAVE_AVX2_KERNELS
     t.push_back({&kAvx2Kernels, cpu.fma3_avx2 && __builtin_cpu_supports("f16c")});

@@ -38,32 +38,26 @@ struct EncodeKernels {
     }
   }
 
-  // Codes (small non-negative integers held as floats) -> lookup indices.
-  static typename S::Codes indices(const F* code_f) {
-    I c[R];
-    for (int r = 0; r < R; ++r) c[r] = xsimd::to_int(code_f[r]);
-    return S::make_codes(c);
-  }
-
   // core::Codebook::bucketize: the number of midpoints <= y. Sorted midpoints
   // allow a binary search (same count); otherwise count them one by one.
   template <int Bits>
-  static void bucketize(const F* y, const core::Codebook& cb, bool sorted, const typename S::Table& mids, F* code) {
-    for (int r = 0; r < R; ++r) code[r] = F(0.0f);
+  static typename S::Codes bucketize(const F* y, const core::Codebook& cb, bool sorted,
+                                     const typename S::Table& mids) {
+    I idx[R];
+    for (int r = 0; r < R; ++r) idx[r] = I(0);
+    typename S::Codes codes = S::make_codes(idx);
     if (sorted) {
-      for (int step = 1 << (Bits - 1); step >= 1; step >>= 1) {
-        F probe[R];
-        for (int r = 0; r < R; ++r) probe[r] = code[r] + F(static_cast<float>(step - 1));
-        F m[R];
-        S::template lookup<4>(indices(probe), mids, m);
-        for (int r = 0; r < R; ++r) code[r] = xsimd::select(y[r] >= m[r], code[r] + F(static_cast<float>(step)), code[r]);
-      }
-      return;
+      for (int step = 1 << (Bits - 1); step >= 1; step >>= 1) S::bucket_step(y, mids, step, &codes);
+      return codes;
     }
+    F count[R];
+    for (int r = 0; r < R; ++r) count[r] = F(0.0f);
     for (int i = 0; i < cb.size() - 1; ++i) {
       const F m(cb.midpoints[i]);
-      for (int r = 0; r < R; ++r) code[r] = xsimd::select(y[r] >= m, code[r] + F(1.0f), code[r]);
+      for (int r = 0; r < R; ++r) count[r] = xsimd::select(y[r] >= m, count[r] + F(1.0f), count[r]);
     }
+    for (int r = 0; r < R; ++r) idx[r] = xsimd::to_int(count[r]);
+    return S::make_codes(idx);
   }
 
   // Writes fp16(clamp(x)) of up to three metadata values.
@@ -89,12 +83,18 @@ struct EncodeKernels {
     const int nregs = dims / W;
     alignas(64) float k[core::kMaxHeadDim];
     alignas(64) float v[core::kMaxHeadDim];
-    F bad(0.0f);  // stays 0 unless some element is inf or NaN
+    // Non-finite inputs take the scalar path: a value is caught by the sum of
+    // x - x (NaN for inf and NaN), a key by its sum of squares (not finite if
+    // any element is not; also when it overflows, where the scalar path is
+    // simply slower).
+    F bad(0.0f);
+    F kk[R];
+    for (int r = 0; r < R; ++r) kk[r] = F(0.0f);
     for (int d = 0; d < dims; d += 16) {
       F x[R];
       load16(p.keys, p.dtype, first + d, x);
       for (int r = 0; r < R; ++r) {
-        bad = bad + (x[r] - x[r]);
+        kk[r] = fma_rn<A>(x[r], x[r], kk[r]);  // dot16(k, k), lane by lane
         x[r].store_aligned(k + d + r * W);
       }
       load16(p.values, p.dtype, first + d, x);
@@ -103,7 +103,8 @@ struct EncodeKernels {
         x[r].store_aligned(v + d + r * W);
       }
     }
-    if (xsimd::any(xsimd::isnan(bad))) {
+    const float sum_sq = S::reduce_one(kk);
+    if (xsimd::any(xsimd::isnan(bad)) || !(sum_sq - sum_sq == 0.0f)) {
       fallback::encode_token_head(p, block, t, h, k, v);
       return;
     }
@@ -117,14 +118,7 @@ struct EncodeKernels {
     } else {
       // normalize_key: ||k|| = sqrt(dot16(k, k)); x_hat = k / (||k|| + 1e-8).
       F y[kMaxRegs];
-      F acc[R];
-      for (int r = 0; r < R; ++r) acc[r] = F(0.0f);
-      for (int d = 0; d < dims; d += 16)
-        for (int r = 0; r < R; ++r) {
-          const F x = F::load_aligned(k + d + r * W);
-          acc[r] = fma_rn<A>(x, x, acc[r]);
-        }
-      const float norm = std::sqrt(S::reduce_one(acc));
+      const float norm = std::sqrt(sum_sq);
       const F denom(norm + core::kNormEpsilon);
       for (int j = 0; j < nregs; ++j) y[j] = F::load_aligned(k + j * W) / denom;
 
@@ -162,13 +156,10 @@ struct EncodeKernels {
       F sq[R];
       for (int r = 0; r < R; ++r) sq[r] = F(0.0f);
       for (int c = 0; c < dims / 16; ++c) {
-        F code[R];
-        bucketize<KeyBits>(y + c * R, *p.codebook, p.midpoints_sorted, mids, code);
-        I ci[R];
-        for (int r = 0; r < R; ++r) ci[r] = xsimd::to_int(code[r]);
-        pack16<KeyBits>(S::codes_to_bytes(ci), key_bytes + c * 2 * KeyBits);
+        const typename S::Codes codes = bucketize<KeyBits>(y + c * R, *p.codebook, p.midpoints_sorted, mids);
+        pack16<KeyBits>(S::codes_to_bytes(codes), key_bytes + c * 2 * KeyBits);
         F rec[R];
-        S::template lookup<4>(S::make_codes(ci), centroids, rec);
+        S::template lookup<4>(codes, centroids, rec);
         for (int r = 0; r < R; ++r) sq[r] = fma_rn<A>(rec[r], rec[r], sq[r]);
       }
       float stored = norm;
@@ -191,18 +182,8 @@ struct EncodeKernels {
         mn[r] = xsimd::select(x < mn[r], x, mn[r]);
         mx[r] = xsimd::select(x > mx[r], x, mx[r]);
       }
-    alignas(64) float lanes_mn[16];
-    alignas(64) float lanes_mx[16];
-    for (int r = 0; r < R; ++r) {
-      mn[r].store_aligned(lanes_mn + r * W);
-      mx[r].store_aligned(lanes_mx + r * W);
-    }
-    float vmin = lanes_mn[0];
-    float vmax = lanes_mx[0];
-    for (int i = 1; i < 16; ++i) {
-      vmin = lanes_mn[i] < vmin ? lanes_mn[i] : vmin;
-      vmax = lanes_mx[i] > vmax ? lanes_mx[i] : vmax;
-    }
+    float vmin = S::min16(mn);
+    float vmax = S::max16(mx);
     if (vmin == 0.0f || vmax == 0.0f) {
       vmin = v[0];
       vmax = v[0];
@@ -219,15 +200,10 @@ struct EncodeKernels {
     std::uint8_t* value_bytes = block + l.value_data_offset(t, h);
     const F zero(vmin);
     const F sc(scale);
-    const F levels(static_cast<float>(kLevels));
     for (int c = 0; c < dims / 16; ++c) {
-      I ci[R];
-      for (int r = 0; r < R; ++r) {
-        const F q = (F::load_aligned(v + 16 * c + r * W) - zero) / sc + F(0.5f);
-        const F code = xsimd::select(q >= F(0.0f), xsimd::select(q >= levels, levels, xsimd::trunc(q)), F(0.0f));
-        ci[r] = xsimd::to_int(code);
-      }
-      pack16<VBits>(S::codes_to_bytes(ci), value_bytes + c * 2 * VBits);
+      F q[R];
+      for (int r = 0; r < R; ++r) q[r] = (F::load_aligned(v + 16 * c + r * W) - zero) / sc + F(0.5f);
+      pack16<VBits>(S::codes_to_bytes(S::value_codes(q, kLevels)), value_bytes + c * 2 * VBits);
     }
     meta[nmeta] = scale;
     fields[nmeta++] = core::MetaField::kValueScale;

@@ -1,4 +1,4 @@
-// The AVX-512 kernels (F, BW, VL, DQ, VBMI: Ice Lake, Zen 4 and later).
+// The AVX-512 kernels (F, CD, BW, VL, DQ: Skylake-SP, Zen 4 and later).
 // Compiled with their own -m flags (cpu/CMakeLists.txt); reached only through
 // dispatch.cpp after a run-time check. Entry points are flattened so that no
 // inline function shared with other translation units is emitted here with
@@ -6,8 +6,8 @@
 #include "decode_kernel.hpp"
 #include "encode_kernel.hpp"
 
-#if !(XSIMD_WITH_AVX512BW && defined(__AVX512VBMI__) && defined(__AVX512VL__) && defined(__F16C__))
-#error "isa_avx512.cpp needs -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512cd -mavx512vbmi -mf16c -mfma"
+#if !(XSIMD_WITH_AVX512BW && defined(__AVX512VL__) && defined(__F16C__))
+#error "isa_avx512.cpp needs -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512cd -mf16c -mfma"
 #endif
 
 namespace turboquant::cpu {

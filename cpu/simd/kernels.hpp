@@ -11,6 +11,7 @@
 #include "turboquant/core/codebook.hpp"
 #include "turboquant/core/rotation.hpp"
 #include "turboquant/core/softmax.hpp"
+#include "turboquant/core/split_plan.hpp"
 #include "turboquant/dtype.hpp"
 
 namespace turboquant::cpu {
@@ -29,20 +30,30 @@ struct DecodeProblem {
   int group = 1;
   const float* queries = nullptr;  // [batch][num_q_heads][head_dim]: rotated, times softmax_scale*log2(e)
   const core::Codebook* codebook = nullptr;  // Lloyd-Max keys only
-  float* partials = nullptr;  // [batch][num_kv_heads][num_splits][group] x partial_floats()
+  // Partials of the sequences being processed: sequence b's non-empty splits
+  // at partials + partial_base[b], [split][kv head][group] x partial_floats().
+  float* partials = nullptr;
+  const std::int64_t* partial_base = nullptr;
+  int first_row_batch = 0;  // `queries` starts at sequence first_row_batch
 
   int head_dim() const { return layout.format.head_dim; }
   // One partial: acc[head_dim] (unnormalized), then max, sum; padded so that
   // every acc starts 64-byte aligned when `partials` is.
   std::int64_t partial_floats() const { return head_dim() + 16; }
   float* partial(int b, int h, int s, int g) const {
-    const std::int64_t item = (std::int64_t{b} * layout.num_kv_heads + h) * num_splits + s;
-    return partials + (item * group + g) * partial_floats();
+    const std::int64_t index = (std::int64_t{s} * layout.num_kv_heads + h) * group + g;
+    return partials + partial_base[b] + index * partial_floats();
   }
   const float* query(int b, int q_head) const {
-    return queries + (std::int64_t{b} * num_q_heads + q_head) * head_dim();
+    return queries + (std::int64_t{b - first_row_batch} * num_q_heads + q_head) * head_dim();
   }
 };
+
+// Splits of a sequence that hold tokens (a prefix of the split plan).
+inline int used_splits(int seq_len, int num_splits) {
+  return seq_len == 0 ? 0 : static_cast<int>((seq_len + core::split_len(seq_len, num_splits) - 1) /
+                                             core::split_len(seq_len, num_splits));
+}
 
 // Floats of per-task scratch a decode work item needs (any ISA).
 inline std::int64_t decode_scratch_floats(int group) {

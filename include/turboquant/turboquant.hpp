@@ -3,6 +3,7 @@
 
 #include "turboquant/cache_view.hpp"
 #include "turboquant/codebook.hpp"
+#include "turboquant/cpu.hpp"
 #include "turboquant/decode.hpp"
 #include "turboquant/dequantize.hpp"
 #include "turboquant/dtype.hpp"

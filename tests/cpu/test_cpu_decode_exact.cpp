@@ -292,6 +292,23 @@ TEST(CpuDecodeExact, LargeGroups) {
   }
 }
 
+// More splits than tokens per split and many sequences: the workspace (queries
+// and non-empty splits' partials, 256 MiB per chunk) is processed in chunks of
+// sequences; results must not depend on where the chunks fall.
+TEST(CpuDecodeExact, WorkspaceChunks) {
+  ProblemSpec spec;
+  spec.format = preset_format(Preset::k3BitNc, 64);
+  spec.block_size = 64;
+  spec.num_kv_heads = 1;
+  spec.group = 8;
+  spec.seq_lens.assign(110, 1024);  // 1024 one-token splits each: ~2.6 MB of partials per sequence
+  spec.seq_lens[7] = 3;
+  spec.seed = test_seed(12000);
+  Variant v;
+  v.splits = 1024;
+  expect_exact(make_problem(spec), v, all_cpu_runs({2}));
+}
+
 // threads = 0 uses the caller's arena; calls nested inside TBB tasks (which
 // may run on a thread already inside decode_cpu) stay exact.
 TEST(CpuDecodeExact, CallerArenaAndNestedCalls) {

@@ -1,0 +1,144 @@
+// The hot loops of a decode work item, per tile of 16 tokens: the key dot
+// products of all query heads of a KV head (from one decode of each key) and
+// the value accumulation. Templated on the xsimd arch; the head count per
+// register block (HB) is a template parameter so that accumulators stay in
+// registers.
+#pragma once
+
+#include <cstdint>
+
+#include "decode_tiles.hpp"
+#include "isa_traits.hpp"
+
+// Fixed-count loops over heads and registers are unrolled so that their
+// accumulator arrays live in registers.
+#define TQ_UNROLL _Pragma("GCC unroll 16")
+
+namespace turboquant::cpu::simd {
+
+template <class A>
+struct DecodeTileOps {
+  using S = Isa<A>;
+  using F = typename S::F;
+  static constexpr int R = S::kRegs;
+  static constexpr int W = S::kWidth;
+  static_assert(kTile == 16, "the tile reduction serves 16 tokens");
+
+  // body.template operator()<HB>(g0) for consecutive head blocks covering [0, group).
+  template <class Body>
+  static void for_head_blocks(int group, Body&& body) {
+    int g0 = 0;
+    for (; g0 + S::kHeadBlock <= group; g0 += S::kHeadBlock) body.template operator()<S::kHeadBlock>(g0);
+    if (g0 < group) rest_block<1>(group - g0, g0, body);
+  }
+  template <int HB, class Body>
+  static void rest_block(int rest, int g0, Body& body) {
+    if constexpr (HB < S::kHeadBlock) {
+      if (rest == HB) {
+        body.template operator()<HB>(g0);
+      } else {
+        rest_block<HB + 1>(rest, g0, body);
+      }
+    }
+  }
+
+  // dims [16c, 16c+16) of a key: centroids by code, or FP8 values.
+  template <int KeyBits>
+  static void key_chunk(const std::uint8_t* key, int c, const typename S::Table& tab, F* out) {
+    if constexpr (KeyBits == 8) {
+      S::fp8(key + 16 * c, out);
+    } else {
+      S::template lookup<KeyBits>(S::template codes<KeyBits>(key, c), tab, out);
+    }
+  }
+
+  // dot16 lanes of one token's key against HB prepared queries (one chain of
+  // fused multiply-adds per lane, chunk by chunk, from +0), stored at the
+  // token's tile slot.
+  template <int KeyBits, int HB>
+  static void dot_token(const std::uint8_t* key, const typename S::Table& tab, const float* q, int dims, float* red,
+                        int slot) {
+    F acc[HB][R];
+    TQ_UNROLL
+    for (int g = 0; g < HB; ++g)
+      TQ_UNROLL
+      for (int r = 0; r < R; ++r) acc[g][r] = F(0.0f);
+    for (int c = 0; c < dims / 16; ++c) {
+      F k[R];
+      key_chunk<KeyBits>(key, c, tab, k);
+      TQ_UNROLL
+      for (int g = 0; g < HB; ++g)
+        TQ_UNROLL
+        for (int r = 0; r < R; ++r)
+          acc[g][r] = fma_rn<A>(F::load_unaligned(q + std::int64_t{g} * dims + 16 * c + r * W), k[r], acc[g][r]);
+    }
+    TQ_UNROLL
+    for (int g = 0; g < HB; ++g) S::store_dot(red + (g * kTile + slot) * S::kSlotFloats, acc[g]);
+  }
+
+  // The same for a key already decoded to fp32 (FP8 keys holding NaN codes).
+  template <int HB>
+  static void dot_floats(const float* key, const float* q, int dims, float* red, int slot) {
+    F acc[HB][R];
+    TQ_UNROLL
+    for (int g = 0; g < HB; ++g)
+      TQ_UNROLL
+      for (int r = 0; r < R; ++r) acc[g][r] = F(0.0f);
+    for (int c = 0; c < dims / 16; ++c)
+      TQ_UNROLL
+      for (int g = 0; g < HB; ++g)
+        TQ_UNROLL
+        for (int r = 0; r < R; ++r) {
+          const F kv = F::load_unaligned(key + 16 * c + r * W);
+          acc[g][r] = fma_rn<A>(F::load_unaligned(q + std::int64_t{g} * dims + 16 * c + r * W), kv, acc[g][r]);
+        }
+    TQ_UNROLL
+    for (int g = 0; g < HB; ++g) S::store_dot(red + (g * kTile + slot) * S::kSlotFloats, acc[g]);
+  }
+
+  // Dims [16c, 16c+16): acc[g] = acc * alpha[g], then fma(p[g][t], v_t, acc)
+  // for t < n in token order. On a split's first tile the accumulator is +0
+  // and alpha = exp2(-inf - ref) = 0, so acc * alpha is +0 without reading it.
+  template <int VBits, int HB>
+  static void value_chunk(const std::uint8_t* const* vals, int n, int c, const float* vt, const float* probs,
+                          const float* alpha, float* acc, std::int64_t acc_stride, bool first) {
+    F a[HB][R];
+    TQ_UNROLL
+    for (int g = 0; g < HB; ++g)
+      TQ_UNROLL
+      for (int r = 0; r < R; ++r) {
+        a[g][r] = first ? F(0.0f) : F::load_unaligned(acc + g * acc_stride + 16 * c + r * W) * F(alpha[g]);
+      }
+    for (int t = 0; t < n; ++t) {
+      F v[R];
+      S::template lookup_mem<VBits>(S::template codes<VBits>(vals[t], c), vt + 16 * t, v);
+      TQ_UNROLL
+      for (int g = 0; g < HB; ++g) {
+        const F prob(probs[g * kTile + t]);
+        TQ_UNROLL
+        for (int r = 0; r < R; ++r) a[g][r] = fma_rn<A>(prob, v[r], a[g][r]);
+      }
+    }
+    TQ_UNROLL
+    for (int g = 0; g < HB; ++g)
+      TQ_UNROLL
+      for (int r = 0; r < R; ++r) a[g][r].store_unaligned(acc + g * acc_stride + 16 * c + r * W);
+  }
+
+  // One tile's keys for HB heads, and one tile's values: out of line (and
+  // flattened inside) so that each hot loop gets its own register allocation.
+  template <int KeyBits, int HB>
+  [[gnu::noinline, gnu::flatten]] static void keys_tile(const std::uint8_t* const* keys, int n,
+                                                        const typename S::Table& tab, const float* q, int dims,
+                                                        float* red) {
+    for (int i = 0; i < n; ++i) dot_token<KeyBits, HB>(keys[i], tab, q, dims, red, S::slot_of(i));
+  }
+  template <int VBits, int HB>
+  [[gnu::noinline, gnu::flatten]] static void values_tile(const std::uint8_t* const* vals, int n, int dims,
+                                                          const float* vt, const float* probs, const float* alpha,
+                                                          float* acc, std::int64_t acc_stride, bool first) {
+    for (int c = 0; c < dims / 16; ++c) value_chunk<VBits, HB>(vals, n, c, vt, probs, alpha, acc, acc_stride, first);
+  }
+};
+
+}  // namespace turboquant::cpu::simd

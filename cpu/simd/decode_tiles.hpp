@@ -1,0 +1,137 @@
+// Walking one work item's tokens tile by tile through the block table: the
+// addresses of each token's records, the tile's fp16 metadata widened to fp32,
+// and software prefetch. Templated on the arch (never shared between ISA
+// translation units). Offsets come from core::BlockLayout only.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "isa_traits.hpp"
+#include "kernels.hpp"
+#include "turboquant/core/split_plan.hpp"
+
+namespace turboquant::cpu::simd {
+
+inline constexpr int kTile = core::kTileTokens;
+
+// The records of up to 16 consecutive tokens of one KV head.
+struct TileRecords {
+  int n = 0;
+  const std::uint8_t* key[kTile];  // key data; the value data follows at + key_data_bytes()
+  bool one_block = false;          // all n tokens in `block`, slots slot..slot+n-1
+  const std::uint8_t* block = nullptr;
+  int slot = 0;
+  const std::uint8_t* blocks[kTile];  // per token when !one_block
+  int slots[kTile];
+};
+
+template <class A>
+class TileWalker {
+ public:
+  using S = Isa<A>;
+  using F = typename S::F;
+
+  TileWalker(const DecodeProblem& p, int b, int h, core::TokenRange range)
+      : p_(p),
+        l_(p.layout),
+        block_row_(p.block_table + std::int64_t{b} * p.max_blocks_per_seq),
+        rec_stride_(std::int64_t{l_.num_kv_heads} * l_.format.data_bytes()),
+        key_off_(l_.key_data_offset(0, h)),
+        token_(range.begin),
+        end_(range.end),
+        blk_(range.begin / l_.block_size),
+        slot_(range.begin % l_.block_size),
+        block_(p.cache + l_.block_base(block_row_[blk_])) {
+    meta_off_[0] = l_.format.fp8_keys() ? -1 : l_.meta_field_offset(0, h, core::MetaField::kKeyNorm);
+    meta_off_[1] = l_.meta_field_offset(0, h, core::MetaField::kValueScale);
+    meta_off_[2] = l_.meta_field_offset(0, h, core::MetaField::kValueZero);
+  }
+
+  // The next tile (n = 0 after the last), its records and metadata prefetched
+  // into L2: a head's records are Hk records apart in blocks the table
+  // scatters, which the hardware prefetchers do not follow.
+  void next(TileRecords& t) {
+    t.n = end_ - token_ < kTile ? end_ - token_ : kTile;
+    if (t.n <= 0) {
+      t.n = 0;
+      return;
+    }
+    const int bs = l_.block_size;
+    t.one_block = slot_ + t.n <= bs;
+    t.block = block_;
+    t.slot = slot_;
+    for (int i = 0; i < t.n; ++i) {
+      const std::uint8_t* rec = block_ + key_off_ + slot_ * rec_stride_;
+      t.key[i] = rec;
+      prefetch_record<_MM_HINT_T1>(rec);
+      if (!t.one_block) {
+        t.blocks[i] = block_;
+        t.slots[i] = slot_;
+      }
+      if (i == 0 || slot_ == 0) prefetch_meta(block_, slot_);
+      if (++slot_ == bs && token_ + i + 1 < end_) {
+        slot_ = 0;
+        block_ = p_.cache + l_.block_base(block_row_[++blk_]);
+      }
+    }
+    token_ += t.n;
+  }
+
+  // Metadata field m (0 key norm, 1 value scale, 2 value zero) of the tile's
+  // tokens as fp32; lanes >= n are 0.
+  void meta(const TileRecords& t, int m, F* out) const {
+    if (t.one_block && t.n == kTile) {
+      S::half16(reinterpret_cast<const std::uint16_t*>(t.block + meta_off_[m] + 2 * t.slot), out);
+      return;
+    }
+    alignas(32) std::uint16_t h[kTile] = {};
+    if (t.one_block) {
+      std::memcpy(h, t.block + meta_off_[m] + 2 * t.slot, 2 * static_cast<std::size_t>(t.n));
+    } else {
+      for (int i = 0; i < t.n; ++i) std::memcpy(&h[i], t.blocks[i] + meta_off_[m] + 2 * t.slots[i], 2);
+    }
+    S::half16(h, out);
+  }
+
+  // Every line of a record. (Helpers around _mm_prefetch must be inlined
+  // early: GCC deduces a function holding only prefetches to be const and
+  // deletes calls to it.)
+  template <int Hint>
+  [[gnu::always_inline]] void prefetch_record(const std::uint8_t* rec) const {
+    const auto first = reinterpret_cast<std::uintptr_t>(rec) & ~std::uintptr_t{63};
+    const auto last = reinterpret_cast<std::uintptr_t>(rec + l_.format.data_bytes() - 1);
+    for (std::uintptr_t line = first; line <= last; line += 64) {
+      prefetch<Hint>(reinterpret_cast<const std::uint8_t*>(line));
+    }
+  }
+
+ private:
+  template <int Hint>
+  [[gnu::always_inline]] static void prefetch(const std::uint8_t* a) {
+    _mm_prefetch(reinterpret_cast<const char*>(a), static_cast<_mm_hint>(Hint));
+  }
+  // The metadata of `slot` and the following slots of the tile.
+  [[gnu::always_inline]] void prefetch_meta(const std::uint8_t* block, int slot) const {
+    const int last = slot + kTile - 1 < l_.block_size ? slot + kTile - 1 : l_.block_size - 1;
+    for (int m = 0; m < 3; ++m) {
+      if (meta_off_[m] < 0) continue;
+      prefetch<_MM_HINT_T1>(block + meta_off_[m] + 2 * slot);
+      prefetch<_MM_HINT_T1>(block + meta_off_[m] + 2 * last);
+    }
+  }
+
+  const DecodeProblem& p_;
+  const core::BlockLayout& l_;
+  const std::int32_t* block_row_;
+  std::int64_t rec_stride_;
+  std::int64_t key_off_;
+  std::int64_t meta_off_[3];
+  int token_;  // next token to walk
+  int end_;
+  int blk_;
+  int slot_;
+  const std::uint8_t* block_;
+};
+
+}  // namespace turboquant::cpu::simd

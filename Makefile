@@ -41,3 +41,25 @@ run: build
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# Sanitizers (issue 6, docs/RELIABILITY.md §3): the whole test suite under
+# AddressSanitizer + UndefinedBehaviorSanitizer (build-asan), then the oneTBB /
+# concurrency tests (labels cpu, reliability) under ThreadSanitizer
+# (build-tsan), linked against a ThreadSanitizer build of the system's oneTBB
+# version (tests/reliability/tsan_onetbb.sh: Debian's libtbb is uninstrumented
+# and would drown TSan in false reports). The installed-package test is
+# skipped: its example links without sanitizers.
+SAN_CMAKE := -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTURBOQUANT_ENABLE_CUDA=OFF -DTURBOQUANT_ENABLE_BENCH=OFF
+.PHONY: sanitize
+sanitize: deps
+	cmake -S . -B build-asan $(SAN_CMAKE) \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -LE package
+	tests/reliability/tsan_onetbb.sh build-tsan/onetbb
+	cmake -S . -B build-tsan $(SAN_CMAKE) -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
+	  -DTBB_DIR=$(CURDIR)/build-tsan/onetbb/install/lib/cmake/TBB
+	cmake --build build-tsan -j $(JOBS) --target test_cpu test_reliability
+	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	  ctest --output-on-failure -j $(JOBS) -L "cpu|reliability"

@@ -31,6 +31,7 @@
 namespace tq_rel {
 
 using namespace turboquant;  // NOLINT: test code
+namespace tqt = turboquant::testing;
 
 // The seed of a random test: TQ_SEED from the environment, else `fallback`.
 // Printed so that a failure can be replayed (TQ_SEED=<n> ./test_reliability).
@@ -145,7 +146,7 @@ inline bool metadata_finite(const BlockLayout& l, const std::uint8_t* cache, con
 // tests/common/f64_oracle.hpp (independent of the library's decode) but in one
 // pass with a running max, so that 1,000,000-token sequences need no
 // per-token storage. out [B, Hq, D], lse [B, Hq] (natural log).
-inline void f64_attention_streaming(const testing::OracleInput& in, std::vector<double>& out, std::vector<double>& lse) {
+inline void f64_attention_streaming(const tqt::OracleInput& in, std::vector<double>& out, std::vector<double>& lse) {
   const Format& f = in.layout.format;
   const int D = f.head_dim, bs = in.layout.block_size, hk = in.layout.num_kv_heads;
   const int group = in.num_q_heads / hk;
@@ -177,11 +178,11 @@ inline void f64_attention_streaming(const testing::OracleInput& in, std::vector<
         const int slot = t % bs;
         const std::uint8_t* rec = blk + (std::int64_t{slot} * hk + h) * f.data_bytes();
         const auto field = [&](int fi) {
-          return testing::oracle_fp16(blk + meta + 2 * ((std::int64_t{h} * nf + fi) * bs + slot));
+          return tqt::oracle_fp16(blk + meta + 2 * ((std::int64_t{h} * nf + fi) * bs + slot));
         };
         double dot = 0;
         for (int d = 0; d < D; ++d) {
-          const double k = f.fp8_keys() ? core::fp8_e4m3_to_float(rec[d]) : cents[testing::oracle_code(f.key_bits, rec, d)];
+          const double k = f.fp8_keys() ? core::fp8_e4m3_to_float(rec[d]) : cents[tqt::oracle_code(f.key_bits, rec, d)];
           dot += q[d] * k;
         }
         const double score = (f.fp8_keys() ? dot : dot * field(0)) * in.scale;
@@ -195,7 +196,7 @@ inline void f64_attention_streaming(const testing::OracleInput& in, std::vector<
         const double w = std::exp(score - mx);
         den += w;
         for (int d = 0; d < D; ++d) {
-          acc[d] += w * (testing::oracle_code(f.value_bits, rec + f.key_data_bytes(), d) * vscale + vzero);
+          acc[d] += w * (tqt::oracle_code(f.value_bits, rec + f.key_data_bytes(), d) * vscale + vzero);
         }
       }
       if (len == 0) continue;
@@ -206,7 +207,7 @@ inline void f64_attention_streaming(const testing::OracleInput& in, std::vector<
 }
 
 // Re-encodes p.keys / p.values (after a test changed them) into a zeroed cache.
-inline Status reencode(testing::Problem& p, DType dtype = DType::kFloat32) {
+inline Status reencode(tqt::Problem& p, DType dtype = DType::kFloat32) {
   std::fill(p.cache.begin(), p.cache.end(), 0);
   std::vector<std::uint8_t> k(p.keys.size() * dtype_size(dtype)), v(k.size());
   for (std::size_t i = 0; i < p.keys.size(); ++i) {
@@ -223,8 +224,8 @@ inline Status reencode(testing::Problem& p, DType dtype = DType::kFloat32) {
 }
 
 // The float64 oracle's input for a decode call over host buffers.
-inline testing::OracleInput oracle_input(const ConstCacheView& cache, const DecodeArgs& a) {
-  testing::OracleInput in{cache.layout,
+inline tqt::OracleInput oracle_input(const ConstCacheView& cache, const DecodeArgs& a) {
+  tqt::OracleInput in{cache.layout,
                           cache.data,
                           a.batch,
                           a.num_q_heads,

@@ -14,20 +14,20 @@ namespace {
 
 constexpr float kFp16Max = 65504.0f;
 
-testing::Problem base(Preset preset, int dims, std::uint32_t s, std::vector<int> lens = {50, 17}) {
-  testing::ProblemSpec spec;
+tqt::Problem base(Preset preset, int dims, std::uint32_t s, std::vector<int> lens = {50, 17}) {
+  tqt::ProblemSpec spec;
   spec.format = core::preset_format(preset, dims);
   spec.num_kv_heads = 2;
   spec.group = 2;
   spec.seq_lens = std::move(lens);
   spec.seed = s;
-  return testing::make_problem(spec);
+  return tqt::make_problem(spec);
 }
 
 // Decodes with every backend; checks finiteness, agreement of the CPU backend
 // with the reference to the bit, and closeness to float64 attention over the
 // dequantized cache. Returns the reference's out.
-std::vector<float> decode_and_check(const testing::Problem& p, double out_tol, double lse_tol_rel,
+std::vector<float> decode_and_check(const tqt::Problem& p, double out_tol, double lse_tol_rel,
                                     const std::string& what) {
   std::vector<double> out64, lse64;
   std::vector<float> ref_out, ref_lse;
@@ -38,7 +38,7 @@ std::vector<float> decode_and_check(const testing::Problem& p, double out_tol, d
     EXPECT_TRUE(s.ok()) << what << " " << be.name << ": " << s.to_string();
     EXPECT_TRUE(all_finite(out)) << what << " " << be.name << ": non-finite output";
     if (be.name == "reference") {
-      testing::f64_attention(oracle_input(p.view(), a), out64, lse64);
+      tqt::f64_attention(oracle_input(p.view(), a), out64, lse64);
       const Error64 e = compare64(out, lse, out64, lse64);
       double lse_scale = 1;
       for (double x : lse64) lse_scale = std::max(lse_scale, std::abs(x));
@@ -60,7 +60,7 @@ TEST(Extreme, MagnitudesUpTo1e6ClampTheFp16MetadataAndDecodeFinite) {
     for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
       for (float mag : {1e3f, 1e5f, 1e6f}) {
         if (t == DType::kFloat16 && mag > kFp16Max) continue;  // not representable as fp16 input
-        testing::Problem p = base(preset, 128, s);
+        tqt::Problem p = base(preset, 128, s);
         std::mt19937 rng(s);
         std::uniform_real_distribution<float> u(-1.0f, 1.0f);
         for (float& k : p.keys) k = u(rng) * mag;
@@ -88,7 +88,7 @@ TEST(Extreme, AttentionSinkOfMinus125000StaysFinite) {
   // rounded its zero point to fp16 -inf and the whole vector to inf.
   const std::uint32_t s = seed(22);
   for (Preset preset : kAllPresets) {
-    testing::Problem p = base(preset, 128, s, {64, 33});
+    tqt::Problem p = base(preset, 128, s, {64, 33});
     const int row = p.layout.num_kv_heads * p.layout.format.head_dim;
     for (int d = 0; d < p.layout.format.head_dim; ++d) p.values[d] = d == 0 ? -125000.0f : 0.01f * d;
     p.values[3 * row + 9] = -125000.0f;  // and one more sink, in head 0 of token 3
@@ -108,12 +108,12 @@ TEST(Extreme, AttentionSinkOfMinus125000StaysFinite) {
 // Largest |score| (natural-log units, after softmax_scale) of a problem:
 // probed with the float64 oracle on the query times 1e3, where the LSE is the
 // largest score to within log(seq_len) / 1e3.
-double max_abs_score(const testing::Problem& p) {
-  testing::Problem probe = p;
+double max_abs_score(const tqt::Problem& p) {
+  tqt::Problem probe = p;
   for (float& q : probe.query) q *= 1e3f;
   std::vector<float> out, lse;
   std::vector<double> out64, lse64;
-  testing::f64_attention(oracle_input(probe.view(), probe.args(out, lse)), out64, lse64);
+  tqt::f64_attention(oracle_input(probe.view(), probe.args(out, lse)), out64, lse64);
   double m = 0;
   for (double l : lse64) m = std::max(m, std::abs(l));
   return m / 1e3;
@@ -124,7 +124,7 @@ TEST(Extreme, ScoresUpTo1e4AfterScalingDoNotOverflowTheSoftmax) {
   for (Preset preset : kAllPresets) {
     for (double target : {1e2, 1e3, 1e4}) {
       for (bool all_negative : {false, true}) {
-        testing::Problem p = base(preset, 64, s, {80, 31});
+        tqt::Problem p = base(preset, 64, s, {80, 31});
         if (all_negative) {
           // Every key close to one direction k0, the query along -k0: all
           // scores near -target (a naive exp(score) would underflow to 0/0).
@@ -145,7 +145,7 @@ TEST(Extreme, ScoresUpTo1e4AfterScalingDoNotOverflowTheSoftmax) {
         if (all_negative) {
           std::vector<float> out, lse;
           std::vector<double> out64, lse64;
-          testing::f64_attention(oracle_input(p.view(), p.args(out, lse)), out64, lse64);
+          tqt::f64_attention(oracle_input(p.view(), p.args(out, lse)), out64, lse64);
           for (double l : lse64) EXPECT_LT(l, -0.5 * target) << "every score should be far below 0";
         }
         // fp32 scores of magnitude 1e4 carry ~1e-3 absolute rounding, which
@@ -163,7 +163,7 @@ TEST(Extreme, AllValuesEqualWithinAVectorUseTheMinimumScale) {
   const std::uint32_t s = seed(24);
   for (Preset preset : kAllPresets) {
     for (float c : {0.0f, 3.25f, -1.5e-3f, 1e6f, -125000.0f}) {
-      testing::Problem p = base(preset, 64, s, {20, 5});
+      tqt::Problem p = base(preset, 64, s, {20, 5});
       std::fill(p.values.begin(), p.values.end(), c);
       ASSERT_TRUE(reencode(p).ok());
       const BlockLayout& l = p.layout;
@@ -189,7 +189,7 @@ TEST(Extreme, AllValuesEqualWithinAVectorUseTheMinimumScale) {
 TEST(Extreme, ZeroKeysGiveUniformAttention) {
   const std::uint32_t s = seed(25);
   for (Preset preset : kAllPresets) {
-    testing::Problem p = base(preset, 64, s, {37, 16});
+    tqt::Problem p = base(preset, 64, s, {37, 16});
     std::fill(p.keys.begin(), p.keys.end(), 0.0f);
     ASSERT_TRUE(reencode(p).ok());
     std::string where;
@@ -201,7 +201,7 @@ TEST(Extreme, ZeroKeysGiveUniformAttention) {
 TEST(Extreme, HalfPrecisionOutputSaturatesToInfBeyond65504) {
   // Documented (ARITHMETIC.md §1): fp32 -> binary16 output rounds to nearest
   // even and overflows to inf; values near 1e6 need an fp32 or bf16 output.
-  testing::Problem p = base(Preset::k4BitNc, 64, seed(26), {16});
+  tqt::Problem p = base(Preset::k4BitNc, 64, seed(26), {16});
   for (float& v : p.values) v = 9e5f;
   for (std::size_t i = 0; i < p.values.size(); i += 64) p.values[i] = -65504.0f;  // range 9.65e5: scale 64336
   ASSERT_TRUE(reencode(p).ok());

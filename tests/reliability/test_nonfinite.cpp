@@ -16,18 +16,18 @@ namespace {
 const float kBad[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                       -std::numeric_limits<float>::infinity()};
 
-testing::Problem small_problem(std::uint32_t s) {
-  testing::ProblemSpec spec;
+tqt::Problem small_problem(std::uint32_t s) {
+  tqt::ProblemSpec spec;
   spec.format = core::preset_format(Preset::k4BitNc, 64);
   spec.num_kv_heads = 2;
   spec.group = 3;
   spec.seq_lens = {9, 40, 0};
   spec.seed = s;
-  return testing::make_problem(spec);
+  return tqt::make_problem(spec);
 }
 
 // Query converted to `t`; element (b, hq, d) set to `bad`.
-std::vector<std::uint8_t> query_as(const testing::Problem& p, DType t, int b, int hq, int d, float bad) {
+std::vector<std::uint8_t> query_as(const tqt::Problem& p, DType t, int b, int hq, int d, float bad) {
   const int dims = p.layout.format.head_dim;
   std::vector<std::uint8_t> q(p.query.size() * dtype_size(t));
   for (std::size_t i = 0; i < p.query.size(); ++i) detail::store_element(q.data(), t, std::int64_t(i), p.query[i]);
@@ -36,7 +36,7 @@ std::vector<std::uint8_t> query_as(const testing::Problem& p, DType t, int b, in
 }
 
 TEST(NonFinite, QueryIsRejectedNamingSequenceHeadAndDim) {
-  const testing::Problem p = small_problem(seed(11));
+  const tqt::Problem p = small_problem(seed(11));
   for (const DecodeBackend& be : decode_backends()) {
     for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
       for (float bad : kBad) {
@@ -65,7 +65,7 @@ TEST(NonFinite, QueryIsRejectedNamingSequenceHeadAndDim) {
 }
 
 TEST(NonFinite, QueryOptOutRunsAndOnlyTheAffectedRowChanges) {
-  const testing::Problem p = small_problem(seed(12));
+  const tqt::Problem p = small_problem(seed(12));
   const int dims = p.layout.format.head_dim;
   std::vector<float> clean_out, clean_lse;
   ASSERT_TRUE(decode_reference(p.view(), p.args(clean_out, clean_lse)).ok());
@@ -94,7 +94,7 @@ TEST(NonFinite, QueryOptOutRunsAndOnlyTheAffectedRowChanges) {
 }
 
 struct EncodeCase {
-  testing::Problem p = small_problem(seed(13));
+  tqt::Problem p = small_problem(seed(13));
   std::int64_t tokens() const { return static_cast<std::int64_t>(p.slots.size()); }
   EncodeArgs args(const void* keys, const void* values, DType t) const {
     EncodeArgs e;

@@ -20,6 +20,7 @@
 #include "turboquant/core/split_plan.hpp"
 #include "turboquant/cpu.hpp"
 #include "turboquant/detail/elements.hpp"
+#include "turboquant/detail/query.hpp"
 #include "turboquant/detail/validate.hpp"
 
 namespace turboquant {
@@ -30,22 +31,6 @@ using cpu::DecodeProblem;
 // Workspace (floats) one chunk of sequences may use, unless a single
 // sequence needs more.
 constexpr std::int64_t kWorkspaceCap = std::int64_t{64} << 20;  // 256 MiB
-
-// decode_reference's prepare_query: rotate (Lloyd-Max keys), then times
-// softmax_scale * log2(e).
-void prepare_query(const DecodeArgs& a, const Format& f, const core::Rotation& rot, std::int64_t row, float* out) {
-  const int dims = f.head_dim;
-  float q[core::kMaxHeadDim];
-  float rotated[core::kMaxHeadDim];
-  detail::load_row(a.query.data, a.query_dtype, row * dims, dims, q);
-  const float* src = q;
-  if (!f.fp8_keys()) {
-    core::rotate_forward(rot, q, rotated, dims);
-    src = rotated;
-  }
-  const float factor = core::mul_rn(a.softmax_scale, core::kLog2e);
-  for (int d = 0; d < dims; ++d) out[d] = core::mul_rn(src[d], factor);
-}
 
 struct Item {
   int b, h, s, tokens;
@@ -82,7 +67,7 @@ void run_chunk(const cpu::IsaKernels& k, DecodeProblem p, const DecodeArgs& a, c
 
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, rows, 8), [&](const tbb::blocked_range<std::int64_t>& r) {
     for (std::int64_t row = r.begin(); row < r.end(); ++row) {
-      prepare_query(a, l.format, rot, first_row + row, ws + row * dims);
+      detail::prepare_query_row(a, l.format, rot, first_row + row, ws + row * dims);
     }
   });
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, items.size(), 1), [&](const tbb::blocked_range<std::size_t>& r) {

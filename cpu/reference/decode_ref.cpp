@@ -10,6 +10,7 @@
 #include "turboquant/core/token_codec.hpp"
 #include "turboquant/decode.hpp"
 #include "turboquant/detail/elements.hpp"
+#include "turboquant/detail/query.hpp"
 #include "turboquant/detail/validate.hpp"
 
 namespace turboquant {
@@ -22,22 +23,6 @@ struct Partial {
   core::SoftmaxState state;
   std::vector<float> acc;  // unnormalized, [head_dim]
 };
-
-// q_scaled = rotate(q) * (softmax_scale * log2(e)): base-2 logits come out of
-// one dot product. FP8 keys are not rotated.
-void prepare_query(const DecodeArgs& a, const Format& f, const core::Rotation& rot, std::int64_t row, float* out) {
-  const int dims = f.head_dim;
-  float q[core::kMaxHeadDim];
-  float rotated[core::kMaxHeadDim];
-  detail::load_row(a.query.data, a.query_dtype, row * dims, dims, q);
-  const float* src = q;
-  if (!f.fp8_keys()) {
-    core::rotate_forward(rot, q, rotated, dims);
-    src = rotated;
-  }
-  const float factor = core::mul_rn(a.softmax_scale, core::kLog2e);
-  for (int d = 0; d < dims; ++d) out[d] = core::mul_rn(src[d], factor);
-}
 
 // One work item: (sequence, KV head, split) for all `group` query heads.
 void decode_split(const ConstCacheView& cache, const std::int32_t* block_row, int kv_head, core::TokenRange range,
@@ -105,7 +90,9 @@ Status decode_reference(const ConstCacheView& cache, const DecodeArgs& a) {
     const std::int32_t* block_row = table + std::int64_t{b} * a.max_blocks_per_seq;
     for (int h = 0; h < l.num_kv_heads; ++h) {
       const std::int64_t first_row = std::int64_t{b} * a.num_q_heads + std::int64_t{h} * group;
-      for (int g = 0; g < group; ++g) prepare_query(a, l.format, rot, first_row + g, &queries[std::size_t(g) * dims]);
+      for (int g = 0; g < group; ++g) {
+        detail::prepare_query_row(a, l.format, rot, first_row + g, &queries[std::size_t(g) * dims]);
+      }
       for (int s = 0; s < a.num_splits; ++s) {
         const core::TokenRange range = core::split_range(seq_len, a.num_splits, s);
         for (Partial& p : partials[s]) p = Partial{core::SoftmaxState{}, std::vector<float>(dims, 0.0f)};

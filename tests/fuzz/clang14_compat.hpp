@@ -1,9 +1,14 @@
 // Forced into every translation unit of the fuzz build (run_fuzzers.sh,
-// -include) while cpu/simd/dispatch.cpp calls __builtin_cpu_supports("f16c"):
-// clang 14 does not know that feature name and rejects the file. Routes the
-// three feature names the dispatcher uses to CPUID, as g++ does. Delete once
-// dispatch.cpp uses <cpuid.h> itself (RELIABILITY.md, findings).
+// -include) while the CPU backend has two GCC-only constructs that clang
+// rejects (RELIABILITY.md, finding F8). Delete once cpu/simd is fixed:
+//  - cpu/simd/dispatch.cpp calls __builtin_cpu_supports("f16c"): clang 14 does
+//    not know that feature name. Routed to CPUID here, as g++ does it.
+//  - cpu/simd/decode_tiles.hpp casts to `_mm_hint`, GCC's enum for
+//    _mm_prefetch; clang's _mm_prefetch takes an int.
 #pragma once
+#if defined(__clang__) && defined(__x86_64__)
+typedef int _mm_hint;
+#endif
 #if defined(__clang__) && __clang_major__ < 15 && defined(__x86_64__)
 #include <cpuid.h>
 

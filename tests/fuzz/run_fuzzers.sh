@@ -6,8 +6,9 @@
 #
 # The committed corpus (tests/fuzz/corpus/<target>) seeds each run; new inputs go
 # to $BUILD_DIR/fuzz-work/<target>/new, crashes to .../artifacts. MERGE=1 then
-# minimizes the new inputs into the committed corpus (-merge=1 keeps only inputs
-# that add coverage). JOBS=N runs N fuzzing processes per target (default 1).
+# adds to the committed corpus only the new inputs that reach new coverage
+# edges (-merge=1 -use_counters=0: keeps the corpus small). JOBS=N runs N
+# fuzzing processes per target (default 1).
 # Logs, with libFuzzer's final stats (execs, coverage, corpus), land in
 # $BUILD_DIR/fuzz-work/<target>/log; a summary line per target is printed.
 set -euo pipefail
@@ -57,7 +58,7 @@ for t in "${targets[@]}"; do
        "new inputs $(ls "$work/new" | wc -l), committed corpus $(ls "$corpus" | wc -l), artifacts $found"
   [ "$rc" -ne 0 ] && { status=1; tail -40 "$work/log"; }
   if [ "${MERGE:-0}" = 1 ]; then
-    "$build/tests/fuzz/fuzz_$t" -merge=1 -max_len=65536 "$corpus" "$work/new" >"$work/merge.log" 2>&1
+    "$build/tests/fuzz/fuzz_$t" -merge=1 -use_counters=0 -max_len=65536 "$corpus" "$work/new" >"$work/merge.log" 2>&1
     echo "  merged: committed corpus now $(ls "$corpus" | wc -l) files, $(du -sk "$corpus" | cut -f1) KiB"
   fi
 done

@@ -89,19 +89,9 @@ TEST_P(VllmCase, EncodeReproducesVllmStore) {
 // Decode vLLM's cache and match its fp32 decode and the float64 reference.
 TEST_P(VllmCase, DecodeMatchesVllmV1AndFloat64) {
   const io::CaseDir c = load(GetParam());
-  std::vector<float> out(c.expected_out.size()), lse(c.expected_lse.size());
-  DecodeArgs a;
-  a.query = {c.query.data(), c.query.size() * 4};
-  a.batch = static_cast<int>(c.batch);
-  a.num_q_heads = c.num_q_heads;
-  a.block_table = {c.block_table.data(), c.block_table.size() * 4};
-  a.max_blocks_per_seq = static_cast<int>(c.max_blocks_per_seq);
-  a.seq_lens = {c.seq_lens.data(), c.seq_lens.size() * 4};
-  a.softmax_scale = static_cast<float>(c.scale);
-  a.num_splits = c.num_kv_splits;
-  a.out = {out.data(), out.size() * 4};
-  a.lse = {lse.data(), lse.size() * 4};
-  const Status s = decode_reference(ConstCacheView(c.layout, c.kv_cache.data(), c.num_blocks), a);
+  std::vector<float> out, lse;
+  const DecodeArgs a = io::case_decode_args(c, nullptr, c.num_kv_splits, &out, &lse);
+  const Status s = decode_reference(io::case_cache(c), a);
   ASSERT_TRUE(s.ok()) << s.to_string();
   const double vs_v1 = testing::rel_l2(out, c.expected_out.values);
   const double vs_f64 = testing::rel_l2(out, c.reference_out_f64.values);

@@ -65,19 +65,8 @@ inline void run_case(const turboquant::io::CaseDir& c) {
   }
   if (c.query.present && c.kv_cache.present && c.block_table.present && c.seq_lens.present) {
     const ConstCacheView cache(c.layout, c.kv_cache.data(), c.num_blocks);
-    std::vector<float> out(c.query.size(), -3.0f), lse(static_cast<std::size_t>(c.batch * c.num_q_heads), -3.0f);
-    DecodeArgs a;
-    a.query = {c.query.data(), c.query.size() * 4};
-    a.batch = static_cast<int>(c.batch);
-    a.num_q_heads = c.num_q_heads;
-    a.block_table = {c.block_table.data(), c.block_table.size() * 4};
-    a.max_blocks_per_seq = static_cast<int>(c.max_blocks_per_seq);
-    a.seq_lens = {c.seq_lens.data(), c.seq_lens.size() * 4};
-    a.softmax_scale = static_cast<float>(c.scale);
-    a.num_splits = c.num_kv_splits;
-    a.out = {out.data(), out.size() * 4};
-    a.lse = {lse.data(), lse.size() * 4};
-    a.codebook = codebook.get();
+    std::vector<float> out, lse;
+    const DecodeArgs a = io::case_decode_args(c, codebook.get(), c.num_kv_splits, &out, &lse, -3.0f);
     const Status v = validate_decode(cache, a);
     if (!one_line(v.message())) fail("case_dir: decode validation message spans lines");
     std::int64_t work = 0;

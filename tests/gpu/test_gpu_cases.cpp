@@ -38,25 +38,8 @@ TEST(GpuCases, DecodeAndEncodeMatchTheGoldenModel) {
       cbp = &cb;
     }
     const ConstCacheView cache(l, c.kv_cache.data(), c.num_blocks);
-    const int batch = static_cast<int>(c.batch);
-    const std::size_t rows = std::size_t(batch) * c.num_q_heads;
-    const int dims = l.format.head_dim;
     auto make_args = [&](std::vector<float>& out, std::vector<float>& lse) {
-      out.assign(rows * dims, std::nanf(""));
-      lse.assign(rows, std::nanf(""));
-      DecodeArgs a;
-      a.query = {c.query.data(), c.query.size() * 4};
-      a.batch = batch;
-      a.num_q_heads = c.num_q_heads;
-      a.block_table = {c.block_table.data(), c.block_table.size() * 4};
-      a.max_blocks_per_seq = static_cast<int>(c.max_blocks_per_seq);
-      a.seq_lens = {c.seq_lens.data(), c.seq_lens.size() * 4};
-      a.softmax_scale = static_cast<float>(c.scale);
-      a.num_splits = c.num_kv_splits;
-      a.out = {out.data(), out.size() * 4};
-      a.lse = {lse.data(), lse.size() * 4};
-      a.codebook = cbp;
-      return a;
+      return io::case_decode_args(c, cbp, c.num_kv_splits, &out, &lse, std::nanf(""));
     };
     std::vector<float> ref_out, ref_lse, strict_out, strict_lse, fast_out, fast_lse;
     ASSERT_TRUE(decode_reference(cache, make_args(ref_out, ref_lse)).ok());

@@ -75,32 +75,6 @@ std::unique_ptr<turboquant::Codebook> case_codebook(const io::CaseDir& c) {
   return cb;
 }
 
-turboquant::ConstCacheView case_cache(const io::CaseDir& c) {
-  return turboquant::ConstCacheView(c.layout, c.kv_cache.data(), c.num_blocks);
-}
-
-turboquant::DecodeArgs case_decode_args(const io::CaseDir& c, const turboquant::Codebook* codebook, int splits,
-                                        std::vector<float>* out, std::vector<float>* lse) {
-  const std::size_t rows = static_cast<std::size_t>(c.batch) * c.num_q_heads;
-  out->assign(rows * c.head_dim(), 0.0f);
-  turboquant::DecodeArgs a;
-  a.query = {c.query.data(), c.query.size() * sizeof(float)};
-  a.batch = static_cast<int>(c.batch);
-  a.num_q_heads = c.num_q_heads;
-  a.block_table = {c.block_table.data(), c.block_table.size() * sizeof(std::int32_t)};
-  a.max_blocks_per_seq = static_cast<int>(c.max_blocks_per_seq);
-  a.seq_lens = {c.seq_lens.data(), c.seq_lens.size() * sizeof(std::int32_t)};
-  a.softmax_scale = static_cast<float>(c.scale);
-  a.num_splits = splits;
-  a.out = {out->data(), out->size() * sizeof(float)};
-  if (lse != nullptr) {
-    lse->assign(rows, 0.0f);
-    a.lse = {lse->data(), lse->size() * sizeof(float)};
-  }
-  a.codebook = codebook;
-  return a;
-}
-
 std::string case_file_for_message(const io::CaseDir& c, const std::string& message) {
   static const std::pair<const char*, const char*> kFiles[] = {
       {"query", "query.npy"},       {"block_table", "block_table.npy"},

@@ -87,12 +87,9 @@ turboquant::io::CaseDir load_case(const std::string& dir, const turboquant::io::
 // another producer decodes with its own table), else vLLM's. Null for FP8 keys.
 std::unique_ptr<turboquant::Codebook> case_codebook(const turboquant::io::CaseDir& c);
 
-turboquant::ConstCacheView case_cache(const turboquant::io::CaseDir& c);
-
-// Decode arguments over the case's query, block table and seq_lens; `out`
-// (and `lse` when not null) are resized to [B, Hq, D] and [B, Hq].
-turboquant::DecodeArgs case_decode_args(const turboquant::io::CaseDir& c, const turboquant::Codebook* codebook,
-                                        int splits, std::vector<float>* out, std::vector<float>* lse);
+// The case's cache view and decode arguments live in turboquant::io.
+using turboquant::io::case_cache;
+using turboquant::io::case_decode_args;
 
 // A decode-argument error names the case file it came from: "query[...]..."
 // -> "<case>/query.npy: query[...]...".

@@ -354,4 +354,28 @@ Status load_case_output(const CaseDir& c, const std::string& file, CaseArray<flo
       {Dim{"B", -1, "", &B}, from_meta("Hq", "num_q_heads", c.num_q_heads), from_meta("D", "head_dim", c.head_dim())});
 }
 
+ConstCacheView case_cache(const CaseDir& c) { return ConstCacheView(c.layout, c.kv_cache.data(), c.num_blocks); }
+
+DecodeArgs case_decode_args(const CaseDir& c, const Codebook* codebook, int splits, std::vector<float>* out,
+                            std::vector<float>* lse, float fill) {
+  const std::size_t rows = static_cast<std::size_t>(c.batch) * c.num_q_heads;
+  out->assign(rows * c.head_dim(), fill);
+  DecodeArgs a;
+  a.query = {c.query.data(), c.query.size() * sizeof(float)};
+  a.batch = static_cast<int>(c.batch);
+  a.num_q_heads = c.num_q_heads;
+  a.block_table = {c.block_table.data(), c.block_table.size() * sizeof(std::int32_t)};
+  a.max_blocks_per_seq = static_cast<int>(c.max_blocks_per_seq);
+  a.seq_lens = {c.seq_lens.data(), c.seq_lens.size() * sizeof(std::int32_t)};
+  a.softmax_scale = static_cast<float>(c.scale);
+  a.num_splits = splits;
+  a.out = {out->data(), out->size() * sizeof(float)};
+  if (lse != nullptr) {
+    lse->assign(rows, fill);
+    a.lse = {lse->data(), lse->size() * sizeof(float)};
+  }
+  a.codebook = codebook;
+  return a;
+}
+
 }  // namespace turboquant::io

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "turboquant/cache_view.hpp"
+#include "turboquant/decode.hpp"
 #include "turboquant/format.hpp"
 #include "turboquant/status.hpp"
 
@@ -109,6 +111,15 @@ Status load_case(const std::string& dir, const CaseLoadOptions& options, CaseDir
 // `file` is a path, or a name inside the case directory with or without ".npy"
 // (e.g. "vllm_v2_out"). Its shape is checked against Hq, D and, when known, B.
 Status load_case_output(const CaseDir& c, const std::string& file, CaseArray<float>* out);
+
+// The case's cache as a view (kv_cache must be loaded).
+ConstCacheView case_cache(const CaseDir& c);
+
+// Decode arguments for the case's query, block table and seq_lens, writing
+// fp32 out [B, Hq, D] into *out and, when lse is non-null, [B, Hq] into *lse
+// (both resized and filled with `fill`, e.g. a canary).
+DecodeArgs case_decode_args(const CaseDir& c, const Codebook* codebook, int splits, std::vector<float>* out,
+                            std::vector<float>* lse, float fill = 0.0f);
 
 // Any float .npy file as float32 (float16/float64 converted), shape unchecked.
 Status load_float_array(const std::string& path, CaseArray<float>* out);

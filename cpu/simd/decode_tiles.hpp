@@ -94,7 +94,7 @@ class TileWalker {
     S::half16(h, out);
   }
 
-  // Every line of a record. (Helpers around _mm_prefetch must be inlined
+  // Every line of a record. (Helpers around the prefetch must be inlined
   // early: GCC deduces a function holding only prefetches to be const and
   // deletes calls to it.)
   template <int Hint>
@@ -109,7 +109,12 @@ class TileWalker {
  private:
   template <int Hint>
   [[gnu::always_inline]] static void prefetch(const std::uint8_t* a) {
-    _mm_prefetch(reinterpret_cast<const char*>(a), static_cast<_mm_hint>(Hint));
+    // What _mm_prefetch(a, Hint) expands to in GCC and clang alike (bit 2 of
+    // an _MM_HINT_* value: prefetch for write; bits 0-1: the locality, 2 =
+    // _MM_HINT_T1 = prefetcht1), spelled without GCC's `_mm_hint` enum, which
+    // clang does not have (docs/RELIABILITY.md, finding F8).
+    static_assert(Hint >= 0 && Hint <= 7, "an _MM_HINT_* value");
+    __builtin_prefetch(a, (Hint >> 2) & 1, Hint & 3);
   }
   // The metadata of `slot` and the following slots of the tile.
   [[gnu::always_inline]] void prefetch_meta(const std::uint8_t* block, int slot) const {

@@ -2,6 +2,8 @@
 // every x86-64 CPU).
 #include "dispatch.hpp"
 
+#include <cpuid.h>
+
 #include <cstdlib>
 #include <xsimd/xsimd.hpp>
 
@@ -17,6 +19,14 @@ extern const IsaKernels kAvx2Kernels;
 
 namespace {
 
+// F16C (vcvtph2ps / vcvtps2ph): CPUID leaf 1, ECX bit 29. Read directly rather
+// than with __builtin_cpu_supports("f16c"), which clang 14 does not know
+// (docs/RELIABILITY.md, finding F8).
+bool cpu_has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+
 struct IsaEntry {
   const IsaKernels* kernels;
   bool supported;
@@ -31,10 +41,10 @@ const std::vector<IsaEntry>& isa_table() {
 #if TQ_HAVE_AVX512_KERNELS
     // xsimd's avx512bw implies F, CD, DQ, BW (and OS support of the zmm state).
     t.push_back({&kAvx512Kernels, cpu.avx512bw && __builtin_cpu_supports("avx512vl") &&
-                                      __builtin_cpu_supports("f16c") && cpu.fma3_avx2});
+                                      cpu_has_f16c() && cpu.fma3_avx2});
 #endif
 #if TQ_HAVE_AVX2_KERNELS
-    t.push_back({&kAvx2Kernels, cpu.fma3_avx2 && __builtin_cpu_supports("f16c")});
+    t.push_back({&kAvx2Kernels, cpu.fma3_avx2 && cpu_has_f16c()});
 #endif
     t.push_back({&kScalarKernels, true});
     return t;

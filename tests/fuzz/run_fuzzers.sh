@@ -29,7 +29,7 @@ mkdir -p "$build"
 CXX=$clangxx cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTURBOQUANT_ENABLE_FUZZ=ON -DTURBOQUANT_ENABLE_CUDA=OFF -DTURBOQUANT_ENABLE_BENCH=OFF \
   -DTURBOQUANT_ENABLE_TOOLS=OFF \
-  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -include $root/tests/fuzz/clang14_compat.hpp" \
+  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
   >"$build/configure.log" 2>&1 || { cat "$build/configure.log" >&2; exit 1; }
 cmake --build "$build" --target "${targets[@]/#/fuzz_}"
 

@@ -1,26 +1,34 @@
 // Fast decode: tensor cores (mma.sync m16n8k16, fp16 operands, fp32
 // accumulation), relative L2 <= 1e-3 against the golden model.
 //
-// One block per (split, KV head x chunk of <= 16 query heads, sequence), four
-// warps. The query heads of the GQA group are the M = 16 rows of every mma, so
-// each K/V byte is read once per group. Each warp streams its own 16-token tiles
-// (tile i of the split goes to warp i % 4) through a 3-stage cp.async pipeline
-// in shared memory and keeps its own online-softmax state; the four states are
-// combined at the end into one partial per split, in the same workspace format
-// as the strict kernel, and merge_kernel finishes.
+// One block per (split, KV head x chunk of <= 8 query heads, sequence), four
+// warps. Tokens are the M = 16 rows and the query heads of the GQA group the
+// N = 8 columns of every mma (S^T = K Q^T, O^T += V^T P^T), so each K/V byte
+// is read once per group, the query stays in registers as B fragments, and a
+// 16-token tile costs D/16 mma for the scores and D/16 for the values. Each
+// warp streams its own 16-token tiles (tile i of the split goes to warp i % 4)
+// through a 3-stage cp.async pipeline in shared memory and keeps its own
+// online-softmax state; the four states are combined at the end into one
+// partial per split, in the same workspace format as the strict kernel, and
+// merge_kernel finishes. The first copies are issued before the query and
+// table preparation, so their latency overlaps it.
 //
 // Dequantization happens in registers, straight into mma fragments:
-//   keys   S = Q K^T with k = head_dim. Lane (token n = lane/4, c = lane%4) owns
-//          the contiguous dims [c*D/4, (c+1)*D/4) of its token, i.e. one
-//          contiguous byte chunk; Q is stored in shared memory with the same
+//   keys   A operand of S^T, k = head_dim. Lane (g = lane/4, c = lane%4) owns
+//          the contiguous dims [c*D/4, (c+1)*D/4) of tokens g and g + 8, i.e.
+//          one contiguous byte chunk each; the query's B fragments use the same
 //          dim permutation. Lloyd-Max codes go through a pair table in shared
-//          memory (one byte / 6 bits -> two fp16 centroids, 16 or 32 interleaved
-//          copies against bank conflicts); FP8 e4m3 converts exactly with
-//          cvt.f16x2.e4m3x2. Scores are then multiplied by the fp16 key norm.
-//   values O += P V with k = tokens. v = code * scale + zero is split as
-//          (p * scale) * code + p * zero: the fp16 A operand is p * scale, the B
-//          operand the exact integer code (times a power of two, undone at the
-//          end), and p * zero is a per-row fp32 term added once at the end.
+//          memory (one byte / 6 bits -> two fp16 centroids, 16 or 32
+//          interleaved copies against bank conflicts); FP8 e4m3 converts
+//          exactly with cvt.f16x2.e4m3x2. Scores are then multiplied by the
+//          fp16 key norm of their token (the row).
+//   values A operand of O^T, k = tokens. v = code * scale + zero is split as
+//          code * (p * scale) + p * zero: the B operand is P^T * scale (the
+//          score fragment, scaled per token row, transposed in registers with
+//          movmatrix), the A operand the exact integer code (times a power of
+//          two, undone at the end), and p * zero a per-head fp32 term added
+//          once at the end. Lane g owns value chunk g (D/8 contiguous dims);
+//          rows g and g + 8 of m-tile j are its local dims 2j and 2j + 1.
 // The host picks the number of splits (fast_plan.hpp) for about one wave of
 // blocks; ncu and the per-step history are in docs/PERFORMANCE.md.
 #pragma once
@@ -49,8 +57,8 @@ template <int D, int KB, int VB>
 struct FastTraits {
   static constexpr int kWarps = kFastThreads / 32;
   static constexpr int kStages = 3;
-  static constexpr int kRows = 16;  // mma M: query heads
-  static constexpr int kTile = 16;  // tokens per tile: two mma N tiles for S, the mma K for P V
+  static constexpr int kHeads = kFastHeadsPerBlock;  // mma N: query heads
+  static constexpr int kTile = 16;                   // tokens per tile: mma M for S^T, mma K for O^T
   static constexpr bool kFp8 = KB == 8;
   static constexpr int kKeyBytes = kFp8 ? D : D * KB / 8;
   static constexpr int kValueBytes = D * VB / 8;
@@ -70,31 +78,30 @@ struct FastTraits {
   // lane l reads copy l % copies, so lanes only collide when they share a copy.
   static constexpr int kLutCopies = KB == 3 ? 32 : 16;
   static constexpr int kLutShift = log2_int(4 * kLutCopies);  // byte offset of entry e = e << kLutShift
-  static constexpr int kKSteps = D / 16;
-  static constexpr int kNTiles = D / 8;
+  static constexpr int kKSteps = D / 16;  // of S^T
+  static constexpr int kMTiles = D / 16;  // of O^T
   static constexpr int kLutBytes = kLutEntries * kLutCopies * 4;
-  static constexpr int kQFragBytes = kKSteps * 32 * 16;
   static constexpr int kPipeBytes = kWarps * kStages * kStageBytes;
-  static constexpr int kPrepBytes = 2 * kRows * D * 4;
-  // The final combine: each warp's accumulator fragments as float4 per (n-tile, lane).
-  // It reuses the whole dynamic region (work, table and Q fragments are dead by then).
-  static constexpr int kCombineBytes = kWarps * kNTiles * 32 * 16;
-  static constexpr int kWorkBytes =
-      max_int(kPipeBytes, max_int(kPrepBytes, kCombineBytes - kLutBytes - kQFragBytes));
-  static constexpr int kSmemBytes = kWorkBytes + kLutBytes + kQFragBytes;
+  static constexpr int kPrepBytes = 2 * kHeads * D * 4;  // prepared query + dense-rotation scratch
+  // The final combine: each warp's accumulator fragments as float4 per (m-tile,
+  // lane). It reuses the pipeline region (every warp is past its loop by then).
+  static constexpr int kCombineBytes = kWarps * kMTiles * 32 * 16;
+  static constexpr int kWorkBytes = max_int(kPipeBytes, kCombineBytes);
+  static constexpr int kSmemBytes = kWorkBytes + kLutBytes + kPrepBytes;
   static_assert(kRecordBytes % 4 == 0, "records must allow 4-byte copies");
   static_assert(D % 64 == 0, "D/4 dims per lane must hold whole 3-bit groups and whole words");
 };
 
-// B fragment of K^T for k-step ks: dims 4ks..4ks+3 of the lane's key chunk.
+// Key fragment for k-step ks: dims 4ks, 4ks+1 (r0) and 4ks+2, 4ks+3 (r1) of the
+// lane's key chunk, one token (a row of the A operand of S^T).
 // Lloyd-Max codes: two pair-table lookups; the byte offset of an entry is its
 // index << kShift (copies of 4 bytes), so one shift and one and-or form the address.
 template <int KB, int kShift, int W>
 __device__ __forceinline__ void key_fragment(const std::uint32_t (&kw)[W], int ks, const std::uint8_t* lut_lane,
-                                             std::uint32_t lane_off, std::uint32_t& b0, std::uint32_t& b1) {
+                                             std::uint32_t lane_off, std::uint32_t& r0, std::uint32_t& r1) {
   if constexpr (KB == 8) {
-    b0 = e4m3x2_to_half2(kw[ks] & 0xffffu);
-    b1 = e4m3x2_to_half2(kw[ks] >> 16);
+    r0 = e4m3x2_to_half2(kw[ks] & 0xffffu);
+    r1 = e4m3x2_to_half2(kw[ks] >> 16);
   } else {
     constexpr int kPairBits = 2 * KB;
     constexpr std::uint32_t kMask = ((1u << kPairBits) - 1u) << kShift;
@@ -102,13 +109,13 @@ __device__ __forceinline__ void key_fragment(const std::uint32_t (&kw)[W], int k
     const int p1 = p0 + kPairBits;
     const std::uint32_t o0 = and_or(shifted_bits(kw, p0, kShift), kMask, lane_off);
     const std::uint32_t o1 = and_or(shifted_bits(kw, p1, kShift), kMask, lane_off);
-    b0 = *reinterpret_cast<const std::uint32_t*>(lut_lane + o0);
-    b1 = *reinterpret_cast<const std::uint32_t*>(lut_lane + o1);
+    r0 = *reinterpret_cast<const std::uint32_t*>(lut_lane + o0);
+    r1 = *reinterpret_cast<const std::uint32_t*>(lut_lane + o1);
   }
 }
 
-// B fragment of V for n-tile j: (code of token a, code of token b) at the
-// lane's local dim j, as exact fp16 values code * value_frag_scale<VB>(j).
+// A fragment register of V^T: (code of token a, code of token b) at the lane's
+// local value dim j, as exact fp16 values code * value_frag_scale<VB>(j).
 template <int VB, int W>
 __device__ __forceinline__ std::uint32_t value_fragment(const std::uint32_t (&a)[W], const std::uint32_t (&b)[W],
                                                         int j) {
@@ -140,10 +147,10 @@ __global__ void __launch_bounds__(kFastThreads, D <= 128 ? 4 : 2) fast_decode_ke
   extern __shared__ __align__(16) std::uint8_t smem[];
   std::uint8_t* work = smem;
   std::uint8_t* lut = smem + T::kWorkBytes;
-  uint4* qfrag = reinterpret_cast<uint4*>(smem + T::kWorkBytes + T::kLutBytes);
+  float* prep = reinterpret_cast<float*>(smem + T::kWorkBytes + T::kLutBytes);
   __shared__ std::uint32_t centroid_half[16];
-  __shared__ float warp_max[T::kWarps][T::kRows];
-  __shared__ float warp_sum[T::kWarps][T::kRows];
+  __shared__ float warp_max[T::kWarps][T::kHeads];
+  __shared__ float warp_sum[T::kWarps][T::kHeads];
 
   const int split = blockIdx.x;
   const int kv_head = blockIdx.y / p.chunks_per_kv_head;
@@ -159,45 +166,10 @@ __global__ void __launch_bounds__(kFastThreads, D <= 128 ? 4 : 2) fast_decode_ke
   const std::int64_t first_row = std::int64_t{b} * p.num_q_heads + kv_head * p.group + first_head;
   const std::int32_t* block_row = p.block_table + std::int64_t{b} * p.max_blocks_per_seq;
 
-  // Pair table: entry e -> (c[e & mask], c[e >> KB]) as fp16x2, 8 interleaved copies.
-  if constexpr (!T::kFp8) {
-    if (tid < (1 << KB)) {
-      float c = 0.0f;
-#pragma unroll
-      for (int k = 0; k < (1 << KB); ++k) c = k == tid ? p.codebook.centroids[k] : c;
-      centroid_half[tid] = pack_half2(c, 0.0f);
-    }
-    __syncthreads();
-    std::uint32_t* lut32 = reinterpret_cast<std::uint32_t*>(lut);
-    for (int i = tid; i < T::kLutEntries * T::kLutCopies; i += kFastThreads) {
-      const int e = i / T::kLutCopies;
-      lut32[i] = centroid_half[e & ((1 << KB) - 1)] | (centroid_half[e >> KB] << 16);
-    }
-  }
-  // Queries: prepared in fp32 exactly as the golden model, then fp16 fragments
-  // in the permuted dim order of the key chunks.
-  {
-    float* qf = reinterpret_cast<float*>(work);
-    prepare_queries<D>(p, first_row, heads, qf, qf + T::kRows * D);
-    for (int i = heads * D + tid; i < T::kRows * D; i += kFastThreads) qf[i] = 0.0f;
-    __syncthreads();
-    for (int i = tid; i < T::kKSteps * 32; i += kFastThreads) {
-      const int ks = i / 32;
-      const int ln = i % 32;
-      const int dim = (ln & 3) * (D / 4) + 4 * ks;
-      const float* r0 = qf + (ln >> 2) * D + dim;
-      const float* r1 = r0 + 8 * D;
-      qfrag[i] = make_uint4(pack_half2(r0[0], r0[1]), pack_half2(r1[0], r1[1]), pack_half2(r0[2], r0[3]),
-                            pack_half2(r1[2], r1[3]));
-    }
-    __syncthreads();
-  }
-
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  const int gq = lane >> 2;  // fragment row group: query head gq (and gq + 8); key token gq (and gq + 8)
-  const int c = lane & 3;    // quad position
-  const std::uint32_t lut_lane_off = (lane % T::kLutCopies) * 4;
+  const int g = lane >> 2;  // fragment row group: key tokens g and g + 8; value chunk g; query head g
+  const int c = lane & 3;   // quad position: key chunk c; score columns (heads) 2c, 2c + 1
   const int num_tiles = (range.size() + T::kTile - 1) / T::kTile;
   const int my_tiles = num_tiles > warp ? (num_tiles - warp + T::kWarps - 1) / T::kWarps : 0;
   std::uint8_t* const stages = work + warp * T::kStages * T::kStageBytes;
@@ -254,13 +226,7 @@ __global__ void __launch_bounds__(kFastThreads, D <= 128 ? 4 : 2) fast_decode_ke
     if (issued < my_tiles) issue_block = block_row[issue_page];  // used one iteration later
   };
 
-  float o[T::kNTiles][4];
-#pragma unroll
-  for (int j = 0; j < T::kNTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-  float m0 = -core::kInf, m1 = -core::kInf;  // rows gq, gq + 8
-  float l0 = 0.0f, l1 = 0.0f;                // this lane's share of the row sums
-  float z0 = 0.0f, z1 = 0.0f;                // this lane's share of sum p * zero
-
+  // The pipeline's first stages go out before the preparation below.
   std::uint8_t* issue_stage = stages;
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
@@ -268,6 +234,50 @@ __global__ void __launch_bounds__(kFastThreads, D <= 128 ? 4 : 2) fast_decode_ke
     cp_async_commit();
     issue_stage += T::kStageBytes;
   }
+
+  // Pair table: entry e -> (c[e & mask], c[e >> KB]) as fp16x2, interleaved copies.
+  if constexpr (!T::kFp8) {
+    if (tid < (1 << KB)) {
+      float cv = 0.0f;
+#pragma unroll
+      for (int k = 0; k < (1 << KB); ++k) cv = k == tid ? p.codebook.centroids[k] : cv;
+      centroid_half[tid] = pack_half2(cv, 0.0f);
+    }
+    __syncthreads();
+    uint4* lut128 = reinterpret_cast<uint4*>(lut);  // four copies per store
+    for (int i = tid; i < T::kLutEntries * T::kLutCopies / 4; i += kFastThreads) {
+      const int e = i / (T::kLutCopies / 4);
+      const std::uint32_t v = centroid_half[e & ((1 << KB) - 1)] | (centroid_half[e >> KB] << 16);
+      lut128[i] = make_uint4(v, v, v, v);
+    }
+  }
+  // Queries: prepared in fp32 exactly as the golden model (prepare_queries ends
+  // with a barrier, which also publishes the pair table), then this lane's B
+  // fragments: head g, dims c*D/4 + 4ks + {0, 1} and {2, 3}; heads past the
+  // chunk are zero columns.
+  std::uint32_t qb[T::kKSteps][2];
+  {
+    prepare_queries<D>(p, first_row, heads, prep, prep + T::kHeads * D);
+    const float* q = prep + g * D + c * (D / 4);
+#pragma unroll
+    for (int ks = 0; ks < T::kKSteps; ++ks) qb[ks][0] = qb[ks][1] = 0u;
+    if (g < heads) {
+#pragma unroll
+      for (int ks = 0; ks < T::kKSteps; ++ks) {
+        qb[ks][0] = pack_half2(q[4 * ks], q[4 * ks + 1]);
+        qb[ks][1] = pack_half2(q[4 * ks + 2], q[4 * ks + 3]);
+      }
+    }
+  }
+  const std::uint32_t lut_lane_off = (lane % T::kLutCopies) * 4;
+
+  float o[T::kMTiles][4];  // O^T: (dim row g, heads 2c, 2c+1), (dim row g + 8, heads 2c, 2c+1)
+#pragma unroll
+  for (int j = 0; j < T::kMTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float m0 = -core::kInf, m1 = -core::kInf;  // heads 2c, 2c + 1
+  float l0 = 0.0f, l1 = 0.0f;                // this lane's share of their sums
+  float z0 = 0.0f, z1 = 0.0f;                // this lane's share of sum p * zero
+
   const std::uint8_t* st = stages;
   int tok0 = range.begin + warp * T::kTile;
   for (int it = 0; it < my_tiles; ++it) {
@@ -277,61 +287,52 @@ __global__ void __launch_bounds__(kFastThreads, D <= 128 ? 4 : 2) fast_decode_ke
     cp_async_commit();
     issue_stage = issue_stage == stages + (T::kStages - 1) * T::kStageBytes ? stages : issue_stage + T::kStageBytes;
 
-    const std::uint32_t* meta = reinterpret_cast<const std::uint32_t*>(st + T::kTile * T::kRowBytes);
+    const __half* meta = reinterpret_cast<const __half*>(st + T::kTile * T::kRowBytes);
     const int valid = min(T::kTile, range.end - tok0);
 
-    // S = Q K^T for tokens gq (n-tile 0) and gq + 8 (n-tile 1).
+    // S^T = K Q^T: rows tokens g, g + 8; columns heads 2c, 2c + 1.
     std::uint32_t kw[2][T::kKeyWords];
-    load_chunk<T::kKeyChunk, T::kKeyAlign>(st + gq * T::kRowBytes + c * T::kKeyChunk, kw[0]);
-    load_chunk<T::kKeyChunk, T::kKeyAlign>(st + (gq + 8) * T::kRowBytes + c * T::kKeyChunk, kw[1]);
-    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    load_chunk<T::kKeyChunk, T::kKeyAlign>(st + g * T::kRowBytes + c * T::kKeyChunk, kw[0]);
+    load_chunk<T::kKeyChunk, T::kKeyAlign>(st + (g + 8) * T::kRowBytes + c * T::kKeyChunk, kw[1]);
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int ks = 0; ks < T::kKSteps; ++ks) {
-      const uint4 a = qfrag[ks * 32 + lane];
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        std::uint32_t b0, b1;
-        key_fragment<KB, T::kLutShift>(kw[nt], ks, lut, lut_lane_off, b0, b1);
-        mma_16816(s[nt], a, b0, b1);
-      }
+      uint4 a;
+      key_fragment<KB, T::kLutShift>(kw[0], ks, lut, lut_lane_off, a.x, a.z);
+      key_fragment<KB, T::kLutShift>(kw[1], ks, lut, lut_lane_off, a.y, a.w);
+      mma_16816(s, a, qb[ks][0], qb[ks][1]);
     }
-    // This lane's S columns are tokens 2c, 2c+1 (n-tile 0) and 8+2c, 9+2c (n-tile 1).
-    float2 vscale[2], vzero[2];
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      const int tok = nt * 8 + 2 * c;
-      if constexpr (!T::kFp8) {
-        const float2 nrm = unpack_half2(meta[tok / 2]);
-        s[nt][0] *= nrm.x;
-        s[nt][1] *= nrm.y;
-        s[nt][2] *= nrm.x;
-        s[nt][3] *= nrm.y;
-      }
-      constexpr int kScaleField = T::kFp8 ? 0 : 1;
-      vscale[nt] = unpack_half2(meta[kScaleField * 8 + tok / 2]);
-      vzero[nt] = unpack_half2(meta[(kScaleField + 1) * 8 + tok / 2]);
+    constexpr int kScaleField = T::kFp8 ? 0 : 1;
+    float scale0 = __half2float(meta[kScaleField * 16 + g]);
+    float scale1 = __half2float(meta[kScaleField * 16 + g + 8]);
+    float zero0 = __half2float(meta[(kScaleField + 1) * 16 + g]);
+    float zero1 = __half2float(meta[(kScaleField + 1) * 16 + g + 8]);
+    if constexpr (!T::kFp8) {
+      const float n0 = __half2float(meta[g]);
+      const float n1 = __half2float(meta[g + 8]);
+      s[0] *= n0;
+      s[1] *= n0;
+      s[2] *= n1;
+      s[3] *= n1;
     }
     if (valid < T::kTile) {  // the split's last tile: tokens past its end weigh nothing
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const int tok = nt * 8 + 2 * c;
-        if (tok >= valid) {
-          s[nt][0] = s[nt][2] = -core::kInf;
-          vscale[nt].x = vzero[nt].x = 0.0f;
-        }
-        if (tok + 1 >= valid) {
-          s[nt][1] = s[nt][3] = -core::kInf;
-          vscale[nt].y = vzero[nt].y = 0.0f;
-        }
+      if (g >= valid) {
+        s[0] = s[1] = -core::kInf;
+        scale0 = zero0 = 0.0f;
+      }
+      if (g + 8 >= valid) {
+        s[2] = s[3] = -core::kInf;
+        scale1 = zero1 = 0.0f;
       }
     }
-    // Online softmax (base 2) for rows gq and gq + 8; the row max spans the quad.
-    float mx0 = fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1]));
-    float mx1 = fmaxf(fmaxf(s[0][2], s[0][3]), fmaxf(s[1][2], s[1][3]));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    // Online softmax (base 2) per head column; the column max spans the 8 lanes of a c.
+    float mx0 = fmaxf(s[0], s[2]);
+    float mx1 = fmaxf(s[1], s[3]);
+#pragma unroll
+    for (int x = 4; x <= 16; x <<= 1) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
+    }
     const float new0 = fmaxf(m0, mx0);
     const float new1 = fmaxf(m1, mx1);
     const float ref0 = new0 == -core::kInf ? 0.0f : new0;
@@ -340,107 +341,105 @@ __global__ void __launch_bounds__(kFastThreads, D <= 128 ? 4 : 2) fast_decode_ke
     const float alpha1 = fast_exp2(m1 - ref1);
     m0 = new0;
     m1 = new1;
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      s[nt][0] = fast_exp2(s[nt][0] - ref0);
-      s[nt][1] = fast_exp2(s[nt][1] - ref0);
-      s[nt][2] = fast_exp2(s[nt][2] - ref1);
-      s[nt][3] = fast_exp2(s[nt][3] - ref1);
-    }
-    l0 = l0 * alpha0 + ((s[0][0] + s[0][1]) + (s[1][0] + s[1][1]));
-    l1 = l1 * alpha1 + ((s[0][2] + s[0][3]) + (s[1][2] + s[1][3]));
-    z0 = z0 * alpha0 + ((s[0][0] * vzero[0].x + s[0][1] * vzero[0].y) + (s[1][0] * vzero[1].x + s[1][1] * vzero[1].y));
-    z1 = z1 * alpha1 + ((s[0][2] * vzero[0].x + s[0][3] * vzero[0].y) + (s[1][2] * vzero[1].x + s[1][3] * vzero[1].y));
+    s[0] = fast_exp2(s[0] - ref0);
+    s[1] = fast_exp2(s[1] - ref1);
+    s[2] = fast_exp2(s[2] - ref0);
+    s[3] = fast_exp2(s[3] - ref1);
+    l0 = l0 * alpha0 + (s[0] + s[2]);
+    l1 = l1 * alpha1 + (s[1] + s[3]);
+    z0 = z0 * alpha0 + (s[0] * zero0 + s[2] * zero1);
+    z1 = z1 * alpha1 + (s[1] * zero0 + s[3] * zero1);
     if (__any_sync(0xffffffffu, alpha0 != 1.0f || alpha1 != 1.0f)) {
 #pragma unroll
-      for (int j = 0; j < T::kNTiles; ++j) {
+      for (int j = 0; j < T::kMTiles; ++j) {
         o[j][0] *= alpha0;
-        o[j][1] *= alpha0;
-        o[j][2] *= alpha1;
+        o[j][1] *= alpha1;
+        o[j][2] *= alpha0;
         o[j][3] *= alpha1;
       }
     }
-    // O += (P * scale) V_codes. A rows: heads gq / gq+8; k: tokens 2c, 2c+1 | 8+2c, 9+2c.
-    const uint4 pa = make_uint4(pack_half2(s[0][0] * vscale[0].x, s[0][1] * vscale[0].y),
-                                pack_half2(s[0][2] * vscale[0].x, s[0][3] * vscale[0].y),
-                                pack_half2(s[1][0] * vscale[1].x, s[1][1] * vscale[1].y),
-                                pack_half2(s[1][2] * vscale[1].x, s[1][3] * vscale[1].y));
+    // O^T += V^T (P^T * scale). B: tokens 2c, 2c+1 | 8+2c, 9+2c (k) x head g (n).
+    const std::uint32_t pb0 = transpose_8x8(pack_half2(s[0] * scale0, s[1] * scale0));
+    const std::uint32_t pb1 = transpose_8x8(pack_half2(s[2] * scale1, s[3] * scale1));
     std::uint32_t vw[4][T::kValueWords];
-    const std::uint8_t* vbase = st + T::kKeyBytes + gq * T::kValueChunk;
+    const std::uint8_t* vbase = st + T::kKeyBytes + g * T::kValueChunk;
     load_chunk<T::kValueChunk, T::kValueAlign>(vbase + (2 * c) * T::kRowBytes, vw[0]);
     load_chunk<T::kValueChunk, T::kValueAlign>(vbase + (2 * c + 1) * T::kRowBytes, vw[1]);
     load_chunk<T::kValueChunk, T::kValueAlign>(vbase + (2 * c + 8) * T::kRowBytes, vw[2]);
     load_chunk<T::kValueChunk, T::kValueAlign>(vbase + (2 * c + 9) * T::kRowBytes, vw[3]);
 #pragma unroll
-    for (int j = 0; j < T::kNTiles; ++j) {
-      mma_16816(o[j], pa, value_fragment<VB>(vw[0], vw[1], j), value_fragment<VB>(vw[2], vw[3], j));
+    for (int j = 0; j < T::kMTiles; ++j) {
+      const uint4 a = make_uint4(value_fragment<VB>(vw[0], vw[1], 2 * j), value_fragment<VB>(vw[0], vw[1], 2 * j + 1),
+                                 value_fragment<VB>(vw[2], vw[3], 2 * j), value_fragment<VB>(vw[2], vw[3], 2 * j + 1));
+      mma_16816(o[j], a, pb0, pb1);
     }
     st = st == stages + (T::kStages - 1) * T::kStageBytes ? stages : st + T::kStageBytes;
     tok0 += kWarpStep;
   }
   cp_async_wait<0>();
 
-  // Combine the four warps' states into this split's partial.
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-  z0 += __shfl_xor_sync(0xffffffffu, z0, 1);
-  z0 += __shfl_xor_sync(0xffffffffu, z0, 2);
-  z1 += __shfl_xor_sync(0xffffffffu, z1, 1);
-  z1 += __shfl_xor_sync(0xffffffffu, z1, 2);
-  if (c == 0) {
-    warp_max[warp][gq] = m0;
-    warp_max[warp][gq + 8] = m1;
-    warp_sum[warp][gq] = l0;
-    warp_sum[warp][gq + 8] = l1;
+  // Combine the four warps' states into this split's partial. Column sums span
+  // the 8 lanes of a c.
+#pragma unroll
+  for (int x = 4; x <= 16; x <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, x);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, x);
+    z0 += __shfl_xor_sync(0xffffffffu, z0, x);
+    z1 += __shfl_xor_sync(0xffffffffu, z1, x);
+  }
+  if (g == 0) {
+    warp_max[warp][2 * c] = m0;
+    warp_max[warp][2 * c + 1] = m1;
+    warp_sum[warp][2 * c] = l0;
+    warp_sum[warp][2 * c + 1] = l1;
   }
   __syncthreads();  // every warp is done with its pipeline stages and has posted its max
   pdl_launch_dependents();  // the merge grid may start launching (it waits for this grid)
   float big0 = -core::kInf, big1 = -core::kInf;
 #pragma unroll
   for (int w = 0; w < T::kWarps; ++w) {
-    big0 = fmaxf(big0, warp_max[w][gq]);
-    big1 = fmaxf(big1, warp_max[w][gq + 8]);
+    big0 = fmaxf(big0, warp_max[w][2 * c]);
+    big1 = fmaxf(big1, warp_max[w][2 * c + 1]);
   }
   const float f0 = m0 == -core::kInf ? 0.0f : fast_exp2(m0 - big0);
   const float f1 = m1 == -core::kInf ? 0.0f : fast_exp2(m1 - big1);
   // Each warp stores its rescaled fragments (value scale 2^k undone, zero-point
-  // term added) as one float4 per (n-tile, lane): conflict-free, no serialization.
-  float4* frag = reinterpret_cast<float4*>(smem);  // [warps][n-tiles][32]
+  // term added) as one float4 per (m-tile, lane): conflict-free, no serialization.
+  float4* frag = reinterpret_cast<float4*>(smem);  // [warps][m-tiles][32]
 #pragma unroll
-  for (int j = 0; j < T::kNTiles; ++j) {
-    const float inv = 1.0f / value_frag_scale<VB>(j);  // exact: a power of two
-    frag[(warp * T::kNTiles + j) * 32 + lane] =
-        make_float4(f0 * (o[j][0] * inv + z0), f0 * (o[j][1] * inv + z0), f1 * (o[j][2] * inv + z1),
-                    f1 * (o[j][3] * inv + z1));
+  for (int j = 0; j < T::kMTiles; ++j) {
+    const float inv_lo = 1.0f / value_frag_scale<VB>(2 * j);  // exact: powers of two
+    const float inv_hi = 1.0f / value_frag_scale<VB>(2 * j + 1);
+    frag[(warp * T::kMTiles + j) * 32 + lane] =
+        make_float4(f0 * (o[j][0] * inv_lo + z0), f1 * (o[j][1] * inv_lo + z1), f0 * (o[j][2] * inv_hi + z0),
+                    f1 * (o[j][3] * inv_hi + z1));
   }
   __syncthreads();
   const std::int64_t first_partial = first_row * p.num_splits + split;
-  for (int i = tid; i < T::kNTiles * 32; i += kFastThreads) {
+  for (int i = tid; i < T::kMTiles * 32; i += kFastThreads) {
     const int j = i / 32;
     const int ln = i % 32;
     float4 v = frag[j * 32 + ln];
 #pragma unroll
     for (int w = 1; w < T::kWarps; ++w) {
-      const float4 x = frag[(w * T::kNTiles + j) * 32 + ln];
+      const float4 x = frag[(w * T::kMTiles + j) * 32 + ln];
       v.x += x.x;
       v.y += x.y;
       v.z += x.z;
       v.w += x.w;
     }
-    // Fragment (n-tile j, lane ln): rows ln/4 and ln/4 + 8, dims (2c)*D/8 + j and (2c+1)*D/8 + j.
-    const int r = ln >> 2;
-    const int d0 = (2 * (ln & 3)) * (D / 8) + j;
-    if (r < heads) {
-      float* dst = p.partial_acc + (first_partial + std::int64_t{r} * p.num_splits) * D;
-      dst[d0] = v.x;
-      dst[d0 + D / 8] = v.y;
+    // Fragment (m-tile j, lane ln): heads 2(ln%4), 2(ln%4)+1; dims (ln/4)*D/8 + 2j, + 1.
+    const int h = 2 * (ln & 3);
+    const int d0 = (ln >> 2) * (D / 8) + 2 * j;
+    if (h < heads) {
+      float* dst = p.partial_acc + (first_partial + std::int64_t{h} * p.num_splits) * D + d0;
+      dst[0] = v.x;
+      dst[1] = v.z;
     }
-    if (r + 8 < heads) {
-      float* dst = p.partial_acc + (first_partial + std::int64_t{r + 8} * p.num_splits) * D;
-      dst[d0] = v.z;
-      dst[d0 + D / 8] = v.w;
+    if (h + 1 < heads) {
+      float* dst = p.partial_acc + (first_partial + std::int64_t{h + 1} * p.num_splits) * D + d0;
+      dst[0] = v.y;
+      dst[1] = v.w;
     }
   }
   if (tid < heads) {

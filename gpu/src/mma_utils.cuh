@@ -9,11 +9,23 @@
 namespace turboquant::cuda::detail {
 
 // D += A(16x16, row) * B(16x8, col); fp16 operands, fp32 accumulators.
+// Fragments (lane l, g = l/4, c = l%4): a.x (row g, k 2c..2c+1), a.y (row g+8,
+// k 2c..2c+1), a.z (row g, k 2c+8..2c+9), a.w (row g+8, k 2c+8..2c+9); b0 (k
+// 2c..2c+1, col g), b1 (k 2c+8..2c+9, col g); d (row g, cols 2c, 2c+1), (row
+// g+8, cols 2c, 2c+1).
 __device__ __forceinline__ void mma_16816(float (&d)[4], const uint4& a, std::uint32_t b0, std::uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+}
+
+// Transpose of an 8x8 fp16 matrix held as one mma fragment (lane l: row l/4,
+// columns 2(l%4), 2(l%4)+1) into the same fragment layout.
+__device__ __forceinline__ std::uint32_t transpose_8x8(std::uint32_t frag) {
+  std::uint32_t r;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(r) : "r"(frag));
+  return r;
 }
 
 __device__ __forceinline__ std::uint32_t smem_addr(const void* p) {

@@ -15,7 +15,7 @@ namespace turboquant::cuda::detail {
 // cut into chunks of 4).
 inline constexpr int kStrictHeadsPerBlock = 4;
 inline constexpr int strict_heads_per_block(int group) { return group <= 1 ? 1 : group == 2 ? 2 : kStrictHeadsPerBlock; }
-inline constexpr int kFastHeadsPerBlock = 16;  // the fast kernel's mma M dimension
+inline constexpr int kFastHeadsPerBlock = 8;  // the fast kernel's mma N dimension
 
 struct DecodeParams {
   core::BlockLayout layout;

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "arg_checks.hpp"
@@ -51,8 +52,11 @@ int heads_per_block(bool fast, int group) {
 
 bool uses_fast_kernel(const ConstCacheView& cache, CudaMode mode) {
   const Format& f = cache.layout.format;
+  // The fast kernel's tiles stay inside one block (block_size % 16), its copies
+  // are 16-byte aligned, and its in-block offsets are 32-bit.
   return mode == CudaMode::kFast && detail::fast_decode_supported(f.head_dim, f.key_bits, f.value_bits) &&
-         cache.layout.block_size % 16 == 0 && reinterpret_cast<std::uintptr_t>(cache.data) % 16 == 0;
+         cache.layout.block_size % 16 == 0 && reinterpret_cast<std::uintptr_t>(cache.data) % 16 == 0 &&
+         cache.layout.block_bytes() <= std::numeric_limits<std::int32_t>::max();
 }
 
 }  // namespace

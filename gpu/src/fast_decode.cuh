@@ -176,7 +176,9 @@ __global__ void __launch_bounds__(kFastThreads, D <= 128 ? 4 : 2) fast_decode_ke
 
   // Copy cursor: the next tile this warp issues, as (page, slot), and its block id.
   constexpr int kWarpStep = T::kWarps * T::kTile;  // tokens between a warp's tiles
-  const std::int64_t head_offset = std::int64_t{kv_head} * T::kRecordBytes;
+  const std::int64_t block_bytes = l.block_bytes();
+  // Offsets inside a block fit in 32 bits (the host sends blocks of 2^31 bytes
+  // and more to the strict kernel).
   const int record_stride = l.num_kv_heads * T::kRecordBytes;  // between slots of one head
   int issue_page = 0, issue_slot = 0, issue_block = 0;
   if (my_tiles > 0) {
@@ -186,37 +188,47 @@ __global__ void __launch_bounds__(kFastThreads, D <= 128 ? 4 : 2) fast_decode_ke
     issue_block = block_row[issue_page];
   }
   int issued = 0;
-  std::int32_t meta_base[T::kMetaFields];
+  // This lane's share of a tile copy, fixed for every tile: the records are
+  // kTile x kUnits pieces of kCopyUnit bytes (piece u = lane + 32 i), and lanes
+  // 0 .. 2 kMetaFields - 1 copy one 16-byte half of a metadata field each.
+  constexpr int kUnits = T::kRecordBytes / T::kCopyUnit;
+  constexpr int kPieces = (T::kTile * kUnits + 31) / 32;
+  constexpr bool kEvenPieces = 32 % kUnits == 0;  // then piece i is row r0 + i * (32 / kUnits), same column
+  int piece_src[kEvenPieces ? 1 : kPieces];  // from the tile's first record of this head
+  int piece_dst[kEvenPieces ? 1 : kPieces];           // in the stage
 #pragma unroll
-  for (int f = 0; f < T::kMetaFields; ++f) {
-    meta_base[f] = static_cast<std::int32_t>(
-        l.meta_field_offset(0, kv_head, static_cast<core::MetaField>(T::kFp8 ? f + 1 : f)));
+  for (int i = 0; i < (kEvenPieces ? 1 : kPieces); ++i) {
+    const int u = lane + 32 * i;
+    const int r = u / kUnits;
+    const int ch = (u % kUnits) * T::kCopyUnit;
+    piece_src[i] = kv_head * T::kRecordBytes + r * record_stride + ch;
+    piece_dst[i] = r * T::kRowBytes + ch;
   }
+  const int piece_row_step = (kEvenPieces ? 32 / kUnits : 0) * record_stride;
+  int meta_src = 0;
+  if (lane < 2 * T::kMetaFields) {
+    const int field = lane / 2 + (T::kFp8 ? 1 : 0);
+    meta_src = static_cast<int>(l.meta_field_offset(0, kv_head, static_cast<core::MetaField>(field))) + (lane % 2) * 16;
+  }
+  const int meta_dst = T::kTile * T::kRowBytes + lane * 16;
   auto issue = [&](std::uint8_t* dst) {
-    const std::uint8_t* block = p.cache + l.block_base(issue_block);
-    const std::uint8_t* src = block + head_offset + std::int64_t{issue_slot} * record_stride;
-    constexpr int kUnits = T::kRecordBytes / T::kCopyUnit;
-    if constexpr (32 % kUnits == 0) {
-      constexpr int kRowStep = 32 / kUnits;
-      const int r0 = lane / kUnits;
-      const int ch = (lane % kUnits) * T::kCopyUnit;
+    const std::uint8_t* block = p.cache + issue_block * block_bytes;
+    const std::uint8_t* first = block + issue_slot * record_stride;
+    if constexpr (kEvenPieces) {
 #pragma unroll
-      for (int r = r0; r < T::kTile; r += kRowStep) {
-        cp_async<T::kCopyUnit>(dst + r * T::kRowBytes + ch, src + r * record_stride + ch);
+      for (int i = 0; i < kPieces; ++i) {
+        cp_async<T::kCopyUnit>(dst + piece_dst[0] + i * (32 / kUnits) * T::kRowBytes,
+                               first + piece_src[0] + i * piece_row_step);
       }
     } else {
 #pragma unroll
-      for (int u = lane; u < T::kTile * kUnits; u += 32) {
-        const int r = u / kUnits;
-        const int ch = (u % kUnits) * T::kCopyUnit;
-        cp_async<T::kCopyUnit>(dst + r * T::kRowBytes + ch, src + r * record_stride + ch);
+      for (int i = 0; i < kPieces; ++i) {
+        if (T::kTile * kUnits % 32 == 0 || lane + 32 * i < T::kTile * kUnits) {
+          cp_async<T::kCopyUnit>(dst + piece_dst[i], first + piece_src[i]);
+        }
       }
     }
-    if (lane < 2 * T::kMetaFields) {
-      const int half = (lane % 2) * 16;
-      cp_async<16>(dst + T::kTile * T::kRowBytes + (lane / 2) * 32 + half,
-                   block + meta_base[lane / 2] + 2 * issue_slot + half);
-    }
+    if (lane < 2 * T::kMetaFields) cp_async<16>(dst + meta_dst, block + meta_src + 2 * issue_slot);
     ++issued;
     issue_slot += kWarpStep;
     while (issue_slot >= l.block_size) {
@@ -294,14 +306,18 @@ __global__ void __launch_bounds__(kFastThreads, D <= 128 ? 4 : 2) fast_decode_ke
     std::uint32_t kw[2][T::kKeyWords];
     load_chunk<T::kKeyChunk, T::kKeyAlign>(st + g * T::kRowBytes + c * T::kKeyChunk, kw[0]);
     load_chunk<T::kKeyChunk, T::kKeyAlign>(st + (g + 8) * T::kRowBytes + c * T::kKeyChunk, kw[1]);
+    // Two accumulator chains (even and odd k-steps) halve the dependent mma latency.
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float s_odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int ks = 0; ks < T::kKSteps; ++ks) {
       uint4 a;
       key_fragment<KB, T::kLutShift>(kw[0], ks, lut, lut_lane_off, a.x, a.z);
       key_fragment<KB, T::kLutShift>(kw[1], ks, lut, lut_lane_off, a.y, a.w);
-      mma_16816(s, a, qb[ks][0], qb[ks][1]);
+      mma_16816(ks % 2 ? s_odd : s, a, qb[ks][0], qb[ks][1]);
     }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s[i] += s_odd[i];
     constexpr int kScaleField = T::kFp8 ? 0 : 1;
     float scale0 = __half2float(meta[kScaleField * 16 + g]);
     float scale1 = __half2float(meta[kScaleField * 16 + g + 8]);

@@ -1,6 +1,7 @@
 // Merge of the per-split partials (docs/ARITHMETIC.md §merge), shared by both
 // decode modes: for one (sequence, query head), splits in split order, empty
-// splits skipped, exactly as decode_reference does it. The non-empty splits of
+// splits skipped, exactly as decode_reference does it (strict); fast mode
+// reduces the max and the weight sum as block-wide trees instead. The non-empty splits of
 // either plan are a prefix 0..n-1. Thread d only ever needs column d of the
 // partial accumulators, so each chunk of kMergeChunk splits is loaded into
 // registers with independent (coalesced across the block) loads first, and
@@ -21,11 +22,29 @@ inline int merge_smem_bytes(int plan_splits, int head_dim) {
   return static_cast<int>(2 * plan_splits * sizeof(float));
 }
 
+// v reduced over the whole block (max or sum), returned to every thread.
+// `scratch` holds one float per warp; every thread must call it.
+template <bool kMax>
+__device__ float block_all_reduce(float v, float* scratch) {
+#pragma unroll
+  for (int x = 16; x >= 1; x >>= 1) {
+    const float o = __shfl_xor_sync(0xffffffffu, v, x);
+    v = kMax ? fmaxf(v, o) : v + o;
+  }
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+  __syncthreads();
+  v = scratch[0];
+  for (int w = 1; w < static_cast<int>(blockDim.x >> 5); ++w) v = kMax ? fmaxf(v, scratch[w]) : v + scratch[w];
+  __syncthreads();  // scratch may be reused
+  return v;
+}
+
 // Grid (num_q_heads, batch); blockDim.x == head_dim; dynamic shared memory
 // merge_smem_bytes(plan_splits, head_dim).
 __global__ void merge_kernel(DecodeParams p, bool tile_aligned) {
   extern __shared__ float merge_smem[];
   __shared__ float merged[2];  // max, sum
+  __shared__ float reduce[8];  // one value per warp (head_dim <= 256)
   pdl_wait_for_prerequisites();  // launched programmatically after the decode grid
   const int hq = blockIdx.x;
   const int b = blockIdx.y;
@@ -43,34 +62,58 @@ __global__ void merge_kernel(DecodeParams p, bool tile_aligned) {
     weight[s] = ml[2 * s];
     sum_s[s] = ml[2 * s + 1];
   }
-  __syncthreads();
-  if (d == 0) {
-    float m = -core::kInf;
-    for (int s = 0; s < n; ++s) m = core::merge_max(m, weight[s]);
-    merged[0] = m;
-  }
-  __syncthreads();
-  const float merged_max = merged[0];
-  for (int s = d; s < n; s += blockDim.x) weight[s] = core::merge_weight(weight[s], merged_max);
-  __syncthreads();
-  if (d == 0) {
-    float sum = 0.0f;
-    for (int s = 0; s < n; ++s) sum = core::merge_add(sum, weight[s], sum_s[s]);
-    merged[1] = sum;
-  }
-  __syncthreads();
-  float acc = 0.0f;
-  for (int s0 = 0; s0 < n; s0 += kMergeChunk) {
+  // Column d of a chunk of splits, loaded with independent loads; the first
+  // chunk is in flight while the weights are computed.
+  float part[kMergeChunk];
+  auto load_part = [&](int s0) {
     const int count = min(kMergeChunk, n - s0);
-    float part[kMergeChunk];
 #pragma unroll
     for (int s = 0; s < kMergeChunk; ++s) part[s] = s < count ? acc_in[std::int64_t{s0 + s} * dims + d] : 0.0f;
+  };
+  load_part(0);
+  __syncthreads();
+  float merged_max;
+  float sum;
+  if (tile_aligned) {
+    // Fast mode (not bit-exact): the max and the weighted sum as block-wide
+    // tree reductions instead of one thread's chains over the splits.
+    float m = -core::kInf;
+    for (int s = d; s < n; s += blockDim.x) m = fmaxf(m, weight[s]);
+    merged_max = block_all_reduce<true>(m, reduce);
+    float part = 0.0f;
+    for (int s = d; s < n; s += blockDim.x) {
+      weight[s] = core::merge_weight(weight[s], merged_max);
+      part = core::merge_add(part, weight[s], sum_s[s]);
+    }
+    sum = block_all_reduce<false>(part, reduce);  // its barriers also publish weight[]
+  } else {
+    // Strict: decode_reference's order, split by split.
+    if (d == 0) {
+      float m = -core::kInf;
+      for (int s = 0; s < n; ++s) m = core::merge_max(m, weight[s]);
+      merged[0] = m;
+    }
+    __syncthreads();
+    merged_max = merged[0];
+    for (int s = d; s < n; s += blockDim.x) weight[s] = core::merge_weight(weight[s], merged_max);
+    __syncthreads();
+    if (d == 0) {
+      float total = 0.0f;
+      for (int s = 0; s < n; ++s) total = core::merge_add(total, weight[s], sum_s[s]);
+      merged[1] = total;
+    }
+    __syncthreads();
+    sum = merged[1];
+  }
+  float acc = 0.0f;
+  for (int s0 = 0; s0 < n; s0 += kMergeChunk) {
+    if (s0 > 0) load_part(s0);
+    const int count = min(kMergeChunk, n - s0);
 #pragma unroll
     for (int s = 0; s < kMergeChunk; ++s) {
       if (s < count) acc = core::merge_add(acc, weight[s0 + s], part[s]);
     }
   }
-  const float sum = merged[1];
   store_element(p.out, p.out_dtype, row * dims + d, core::finalize_output(acc, sum, merged_max));
   if (d == 0 && p.lse != nullptr) p.lse[row] = core::finalize_lse(sum, merged_max);
 }

@@ -13,34 +13,22 @@
 #include "turboquant/detail/validate.hpp"
 
 namespace turboquant {
-namespace {
+namespace detail {
 
-using std::to_string;
+std::string TensorShape::to_string() const {
+  std::string out = "[";
+  for (std::int64_t d : dims) out += (out.size() > 1 ? ", " : "") + std::to_string(d);
+  return out + "] " + type;
+}
 
-Status invalid(const std::string& msg) { return Status(StatusCode::kInvalidArgument, msg); }
-
-// A tensor argument: its shape (element counts) and element type.
-struct TensorShape {
-  std::initializer_list<std::int64_t> dims;
-  std::size_t element_bytes;
-  const char* type;
-
-  std::string to_string() const {
-    std::string out = "[";
-    for (std::int64_t d : dims) out += (out.size() > 1 ? ", " : "") + std::to_string(d);
-    return out + "] " + type;
+bool TensorShape::bytes(std::int64_t* out) const {
+  std::int64_t total = static_cast<std::int64_t>(element_bytes);
+  for (std::int64_t d : dims) {
+    if (__builtin_mul_overflow(total, d, &total)) return false;
   }
-  // Bytes needed, or false when the product exceeds 2^63 (user integers must
-  // never overflow: a wrapped size would let a small buffer pass).
-  bool bytes(std::int64_t* out) const {
-    std::int64_t total = static_cast<std::int64_t>(element_bytes);
-    for (std::int64_t d : dims) {
-      if (__builtin_mul_overflow(total, d, &total)) return false;
-    }
-    *out = total;
-    return true;
-  }
-};
+  *out = total;
+  return true;
+}
 
 Status check_buffer(const char* name, const void* data, std::size_t bytes, const TensorShape& shape) {
   std::int64_t needed = 0;
@@ -52,11 +40,22 @@ Status check_buffer(const char* name, const void* data, std::size_t bytes, const
     return Status(StatusCode::kBufferTooSmall, std::string(name) + " is null but must hold " + shape.to_string());
   }
   if (bytes < static_cast<std::size_t>(needed)) {
-    return Status(StatusCode::kBufferTooSmall, std::string(name) + " has " + to_string(bytes) + " bytes but " +
-                                                   shape.to_string() + " needs " + to_string(needed));
+    return Status(StatusCode::kBufferTooSmall, std::string(name) + " has " + std::to_string(bytes) + " bytes but " +
+                                                   shape.to_string() + " needs " + std::to_string(needed));
   }
   return Status();
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::check_buffer;
+using detail::TensorShape;
+
+using std::to_string;
+
+Status invalid(const std::string& msg) { return Status(StatusCode::kInvalidArgument, msg); }
 
 template <class T>
 T load(const ConstBuffer& buf, std::int64_t i) {

@@ -15,9 +15,8 @@
 namespace turboquant::cuda {
 namespace {
 
-using detail::check_buffer;
+using turboquant::detail::check_buffer;
 using detail::invalid_argument;
-using detail::shape_string;
 
 constexpr std::size_t kWorkspaceAlign = 256;
 constexpr int kMaxGridYZ = 65535;
@@ -38,11 +37,22 @@ struct WorkspaceLayout {
   std::size_t total = 0;
 };
 
+constexpr std::size_t kOverflow = std::numeric_limits<std::size_t>::max();
+
+// total = kOverflow when the sizes do not fit in size_t.
 WorkspaceLayout workspace_layout(int batch, int num_q_heads, int num_splits, int head_dim) {
-  const std::size_t partials = std::size_t(batch) * num_q_heads * num_splits;
+  std::size_t partials = 0, acc_bytes = 0, ml_bytes = 0;
   WorkspaceLayout w;
-  w.ml_offset = align_up(partials * head_dim * sizeof(float));
-  w.total = w.ml_offset + align_up(partials * 2 * sizeof(float));
+  if (__builtin_mul_overflow(std::size_t(batch), std::size_t(num_q_heads), &partials) ||
+      __builtin_mul_overflow(partials, std::size_t(num_splits), &partials) ||
+      __builtin_mul_overflow(partials, std::size_t(head_dim) * sizeof(float), &acc_bytes) ||
+      __builtin_mul_overflow(partials, 2 * sizeof(float), &ml_bytes) || acc_bytes > kOverflow / 2 ||
+      ml_bytes > kOverflow / 2) {
+    w.total = kOverflow;
+    return w;
+  }
+  w.ml_offset = align_up(acc_bytes);
+  w.total = w.ml_offset + align_up(ml_bytes);
   return w;
 }
 
@@ -63,7 +73,8 @@ bool uses_fast_kernel(const ConstCacheView& cache, CudaMode mode) {
 
 std::size_t decode_workspace_bytes(int max_batch, int num_q_heads, int num_splits, int head_dim) {
   if (max_batch <= 0 || num_q_heads <= 0 || num_splits <= 0 || head_dim <= 0) return 0;
-  return workspace_layout(max_batch, num_q_heads, fast_split_capacity(max_batch, num_splits), head_dim).total;
+  const std::size_t total = workspace_layout(max_batch, num_q_heads, fast_split_capacity(max_batch, num_splits), head_dim).total;
+  return total == kOverflow ? 0 : total;
 }
 
 Status decode_can_implement(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode) {
@@ -96,35 +107,31 @@ Status decode_can_implement(const ConstCacheView& cache, const DecodeArgs& a, Cu
   if (std::int64_t{l.num_kv_heads} * chunks > kMaxGridYZ) {
     return Status(StatusCode::kUnsupported, "num_kv_heads x head chunks exceeds the grid limit 65535");
   }
-  const std::size_t rows = std::size_t(a.batch) * a.num_q_heads;
-  if (Status s = check_buffer("query", a.query.data, a.query.bytes, rows * dims * dtype_size(a.query_dtype),
-                              shape_string({a.batch, a.num_q_heads, dims}, dtype_name(a.query_dtype)));
+  if (Status s = check_buffer("query", a.query.data, a.query.bytes,
+                              {{a.batch, a.num_q_heads, dims}, dtype_size(a.query_dtype), dtype_name(a.query_dtype)});
       !s.ok())
     return s;
-  if (Status s = check_buffer("out", a.out.data, a.out.bytes, rows * dims * dtype_size(a.out_dtype),
-                              shape_string({a.batch, a.num_q_heads, dims}, dtype_name(a.out_dtype)));
+  if (Status s = check_buffer("out", a.out.data, a.out.bytes,
+                              {{a.batch, a.num_q_heads, dims}, dtype_size(a.out_dtype), dtype_name(a.out_dtype)});
       !s.ok())
     return s;
   if (a.lse.data != nullptr || a.lse.bytes != 0) {
-    if (Status s = check_buffer("lse", a.lse.data, a.lse.bytes, rows * 4, shape_string({a.batch, a.num_q_heads}, "float32"));
-        !s.ok())
+    if (Status s = check_buffer("lse", a.lse.data, a.lse.bytes, {{a.batch, a.num_q_heads}, 4, "float32"}); !s.ok()) {
       return s;
+    }
   }
-  if (Status s = check_buffer("seq_lens", a.seq_lens.data, a.seq_lens.bytes, std::size_t(a.batch) * 4,
-                              shape_string({a.batch}, "int32"));
-      !s.ok())
+  if (Status s = check_buffer("seq_lens", a.seq_lens.data, a.seq_lens.bytes, {{a.batch}, 4, "int32"}); !s.ok()) {
     return s;
+  }
   if (Status s = check_buffer("block_table", a.block_table.data, a.block_table.bytes,
-                              std::size_t(a.batch) * a.max_blocks_per_seq * 4,
-                              shape_string({a.batch, a.max_blocks_per_seq}, "int32"));
+                              {{a.batch, a.max_blocks_per_seq}, 4, "int32"});
       !s.ok())
     return s;
   const Codebook* cb = nullptr;
   if (Status s = turboquant::detail::resolve_codebook(l.format, a.codebook, &cb); !s.ok()) return s;
   if (a.rotation.data != nullptr || a.rotation.bytes != 0) {
     if (l.format.fp8_keys()) return invalid_argument("rotation given, but FP8 keys are not rotated");
-    if (Status s = check_buffer("rotation", a.rotation.data, a.rotation.bytes, std::size_t(dims) * dims * 4,
-                                shape_string({dims, dims}, "float32"));
+    if (Status s = check_buffer("rotation", a.rotation.data, a.rotation.bytes, {{dims, dims}, 4, "float32"});
         !s.ok())
       return s;
   }
@@ -146,7 +153,12 @@ Status decode(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode, M
   const int capacity = fast_split_capacity(a.batch, a.num_splits);
   while (stride < capacity && workspace_layout(a.batch, a.num_q_heads, stride + 1, dims).total <= workspace.bytes) ++stride;
   const WorkspaceLayout w = workspace_layout(a.batch, a.num_q_heads, stride, dims);
-  if (Status s = check_buffer("workspace", workspace.data, workspace.bytes, w.total,
+  if (w.total == kOverflow) {
+    return Status(StatusCode::kOutOfRange, "the workspace of batch " + std::to_string(a.batch) + " x num_q_heads " +
+                                               std::to_string(a.num_q_heads) + " x " + std::to_string(stride) +
+                                               " splits x head_dim " + std::to_string(dims) + " exceeds 2^64 bytes");
+  }
+  if (Status s = detail::check_bytes("workspace", workspace.data, workspace.bytes, w.total,
                               "decode_workspace_bytes(" + std::to_string(a.batch) + ", " +
                                   std::to_string(a.num_q_heads) + ", " + std::to_string(a.num_splits) + ", " +
                                   std::to_string(dims) + ")");

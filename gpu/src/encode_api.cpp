@@ -10,9 +10,8 @@
 
 namespace turboquant::cuda {
 
-using detail::check_buffer;
+using turboquant::detail::check_buffer;
 using detail::invalid_argument;
-using detail::shape_string;
 
 Status encode_can_implement(const ConstCacheView& cache, const EncodeArgs& a) {
   if (Status s = turboquant::detail::validate_cache(cache); !s.ok()) return s;
@@ -22,12 +21,15 @@ Status encode_can_implement(const ConstCacheView& cache, const EncodeArgs& a) {
     return Status(StatusCode::kUnsupported, "head_dim = " + std::to_string(dims) + ": the CUDA encode supports 64, 128 and 256");
   }
   if (a.num_tokens < 0) return invalid_argument("num_tokens = " + std::to_string(a.num_tokens) + ": must be >= 0");
-  const std::size_t kv_bytes = std::size_t(a.num_tokens) * l.num_kv_heads * dims * dtype_size(a.dtype);
-  const std::string kv_shape = shape_string({static_cast<long long>(a.num_tokens), l.num_kv_heads, dims}, dtype_name(a.dtype));
-  if (Status s = check_buffer("keys", a.keys.data, a.keys.bytes, kv_bytes, kv_shape); !s.ok()) return s;
-  if (Status s = check_buffer("values", a.values.data, a.values.bytes, kv_bytes, kv_shape); !s.ok()) return s;
-  if (Status s = check_buffer("slot_mapping", a.slot_mapping.data, a.slot_mapping.bytes, std::size_t(a.num_tokens) * 8,
-                              shape_string({static_cast<long long>(a.num_tokens)}, "int64"));
+  if (Status s = check_buffer("keys", a.keys.data, a.keys.bytes,
+                              {{a.num_tokens, l.num_kv_heads, dims}, dtype_size(a.dtype), dtype_name(a.dtype)});
+      !s.ok())
+    return s;
+  if (Status s = check_buffer("values", a.values.data, a.values.bytes,
+                              {{a.num_tokens, l.num_kv_heads, dims}, dtype_size(a.dtype), dtype_name(a.dtype)});
+      !s.ok())
+    return s;
+  if (Status s = check_buffer("slot_mapping", a.slot_mapping.data, a.slot_mapping.bytes, {{a.num_tokens}, 8, "int64"});
       !s.ok())
     return s;
   const Codebook* cb = nullptr;
@@ -42,8 +44,7 @@ Status encode_can_implement(const ConstCacheView& cache, const EncodeArgs& a) {
   }
   if (a.rotation.data != nullptr || a.rotation.bytes != 0) {
     if (l.format.fp8_keys()) return invalid_argument("rotation given, but FP8 keys are not rotated");
-    if (Status s = check_buffer("rotation", a.rotation.data, a.rotation.bytes, std::size_t(dims) * dims * 4,
-                                shape_string({dims, dims}, "float32"));
+    if (Status s = check_buffer("rotation", a.rotation.data, a.rotation.bytes, {{dims, dims}, 4, "float32"});
         !s.ok())
       return s;
   }

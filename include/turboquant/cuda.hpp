@@ -63,7 +63,8 @@ const char* mode_name(CudaMode mode);  // "strict", "fast"
 // query head, split) an fp32 accumulator [head_dim] plus (max, sum). It has room
 // for max(num_splits, min(256, 2048 / max_batch)) splits, because fast mode may
 // cut short batches into more splits than num_splits (more blocks in flight).
-// Any larger buffer works; it must be 256-byte aligned.
+// Any larger buffer works; it must be 256-byte aligned. 0 for non-positive
+// arguments or a size beyond size_t.
 std::size_t decode_workspace_bytes(int max_batch, int num_q_heads, int num_splits, int head_dim);
 
 // Everything checkable without reading device memory (see the header comment).

@@ -3,6 +3,10 @@
 // model (strict bitwise, fast within 1e-3). Also the host-side checks.
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <limits>
+#include <vector>
+
 #include "gpu_test_support.hpp"
 
 namespace {
@@ -125,6 +129,37 @@ TEST(GpuApi, HostChecksNameTheBadArgument) {
   EXPECT_GE(cuda::decode_workspace_bytes(2, 8, 32, 128), std::size_t(2) * 8 * 32 * 130 * 4);
   EXPECT_STREQ(cuda::decode_kernel_name(p.view(), p.args(DType::kFloat32, out, lse), cuda::CudaMode::kStrict),
                "cuda:strict");
+}
+
+// F10 (docs/RELIABILITY.md): the CUDA host checks use the core's checked byte
+// counts, so sizes that overflow are errors instead of wrapping to something
+// small that null pointers would satisfy. No device needed.
+TEST(GpuApi, OverflowingSizesAreRejectedNotWrapped) {
+  const BlockLayout l{preset_format(Preset::k4BitNc, 128), 16, 8};
+  std::vector<std::uint8_t> cache(static_cast<std::size_t>(2 * l.block_bytes()));
+  EncodeArgs e;
+  e.dtype = DType::kBFloat16;
+  e.num_tokens = std::int64_t{1} << 61;  // keys need 2^61 x 8 x 128 x 2 bytes: wraps to 0 in size_t
+  Status s = cuda::encode_can_implement(ConstCacheView{l, cache.data(), 2}, e);
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << s.to_string();
+  EXPECT_NE(s.message().find("keys"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("2^63"), std::string::npos) << s.message();
+
+  // A cache view whose num_blocks x block_bytes exceeds 2^63 (backed by 2 blocks:
+  // validation never touches the bytes).
+  DecodeProblem p = make_problem(Preset::k4BitNc, 128, 16, 2, 4, {10}, 1);
+  std::vector<std::uint8_t> out;
+  std::vector<float> lse;
+  const DecodeArgs a = p.args(DType::kFloat32, out, lse);
+  const std::int64_t huge = std::numeric_limits<std::int64_t>::max() / p.layout.block_bytes() + 1;
+  s = cuda::decode_can_implement(ConstCacheView{p.layout, p.cache.data(), huge}, a, cuda::CudaMode::kFast);
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << s.to_string();
+  EXPECT_NE(s.message().find("num_blocks"), std::string::npos) << s.message();
+  s = cuda::encode_can_implement(ConstCacheView{p.layout, p.cache.data(), huge}, EncodeArgs{});
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << s.to_string();
+
+  // A workspace beyond size_t: 0, not a wrapped small size.
+  EXPECT_EQ(cuda::decode_workspace_bytes(65535, 1 << 30, 1024, 256), 0u);
 }
 
 TEST(GpuApi, NoDeviceIsReportedAsBackendUnavailable) {

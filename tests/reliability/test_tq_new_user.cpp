@@ -96,7 +96,7 @@ class TqNewUser : public ::testing::Test {
 
 TEST_F(TqNewUser, WrongPaths) {
   expect_one_line_reason(tq("decode /nonexistent/case --out o.npy"), "decode", "no such case directory");
-  expect_one_line_reason(tq("decode '' --out o.npy"), "decode", "no such case directory");
+  expect_one_line_reason(tq("decode '' --out o.npy"), "decode", "CASE: an empty path");
   expect_one_line_reason(tq("validate " + quote((kCase / "meta.json").string())), "validate", "not a directory");
   std::ofstream(dir_ / "empty_dir_marker") << "";
   fs::create_directories(dir_ / "empty_case");
@@ -194,8 +194,13 @@ TEST_F(TqNewUser, GarbageCacheBytesAreReportedByInspect) {
   }
   std::ofstream(c / "kv_cache.npy", std::ios::binary | std::ios::trunc) << bytes;
   const TqRun inspect = tq("inspect case");
-  EXPECT_EQ(inspect.exit_code, 0) << inspect.err;
+  // The report on stdout, and a failed inspection: exit 1 with one line naming the first bad value.
+  EXPECT_EQ(inspect.exit_code, 1) << inspect.err;
   EXPECT_NE(inspect.out.find("non-finite metadata"), std::string::npos) << inspect.out;
+  EXPECT_EQ(inspect.err.rfind("tq inspect: case/kv_cache.npy: ", 0), 0u) << inspect.err;
+  EXPECT_NE(inspect.err.find("non-finite metadata values in referenced slots (first: block "), std::string::npos)
+      << inspect.err;
+  EXPECT_EQ(inspect.err.find('\n'), inspect.err.size() - 1) << inspect.err;
   const TqRun decode = tq("decode case --out o.npy");
   EXPECT_EQ(decode.exit_code, 0) << "garbage bytes decode (to unspecified numbers) without a crash: " << decode.err;
   const TqRun validate = tq("validate case");

@@ -160,7 +160,11 @@ TEST(BrokenCase, InspectReportsStrayBytesAndBadMetadata) {
   cache.data[norm] = 0x00, cache.data[norm + 1] = 0x7e;              // fp16 NaN
   write(dir / "kv_cache.npy", cache);
   const Result r = tq("inspect " + q(dir) + " --json");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The NaN key norm in a referenced slot fails the inspection (exit 1, one
+  // line); the report is still printed.
+  ASSERT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err.rfind("tq inspect: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("kv_cache.npy: 1 non-finite metadata values"), std::string::npos) << r.err;
   const json j = r.parsed();
   EXPECT_EQ(j["nonzero_bytes_outside_referenced_slots"].get<int>(), 1);
   EXPECT_EQ(j["non_finite_metadata"].get<int>(), 1);

@@ -229,19 +229,24 @@ Command add_bench(CLI::App& parent) {
   o->backend.name = default_backend_name();
   CLI::App* app = parent.add_subcommand("bench", "Synthetic decode benchmark: throughput and error per preset");
   app->add_option("--preset", o->presets, "Presets, comma-separated, or all: " + preset_list())->capture_default_str();
-  app->add_option("--batch", o->spec.batch, "Sequences")->capture_default_str();
-  app->add_option("--seq-len", o->spec.seq_len, "Tokens per sequence")->capture_default_str();
-  app->add_option("--q-heads", o->spec.q_heads, "Query heads")->capture_default_str();
-  app->add_option("--kv-heads", o->spec.kv_heads, "KV heads")->capture_default_str();
-  app->add_option("--head-dim", o->spec.head_dim, "Head dimension")->capture_default_str();
-  app->add_option("--block-size", o->spec.block_size, "Tokens per cache block")->capture_default_str();
-  app->add_option("--splits", o->splits, "KV splits per sequence")->capture_default_str();
-  app->add_option("--repeats", o->repeats, "Timed decodes (0: at least 3, up to about a second)")
+  app->add_option("--batch", o->spec.batch, "Sequences")->transform(int32_value())->capture_default_str();
+  app->add_option("--seq-len", o->spec.seq_len, "Tokens per sequence")->transform(int32_value())->capture_default_str();
+  app->add_option("--q-heads", o->spec.q_heads, "Query heads")->transform(int32_value())->capture_default_str();
+  app->add_option("--kv-heads", o->spec.kv_heads, "KV heads")->transform(int32_value())->capture_default_str();
+  app->add_option("--head-dim", o->spec.head_dim, "Head dimension")->transform(int32_value())->capture_default_str();
+  app->add_option("--block-size", o->spec.block_size, "Tokens per cache block")
+      ->transform(int32_value())
       ->capture_default_str();
-  app->add_option("--seed", o->spec.seed, "Seed of the random data")->capture_default_str();
+  app->add_option("--splits", o->splits, "KV splits per sequence")->transform(int32_value())->capture_default_str();
+  app->add_option("--repeats", o->repeats, "Timed decodes (0: at least 3, up to about a second)")
+      ->transform(int32_value())
+      ->capture_default_str();
+  app->add_option("--seed", o->spec.seed, "Seed of the random data")->transform(uint64_value())->capture_default_str();
   app->add_option("--backend", o->backend.name, "cpu-ref, cpu, cuda, cuda-strict")->capture_default_str();
   app->add_option("--isa", o->backend.isa, "Force a SIMD instruction set (see tq isas)");
-  app->add_option("--threads", o->backend.threads, "CPU threads (0: all)")->capture_default_str();
+  app->add_option("--threads", o->backend.threads, "CPU threads (0: all)")
+      ->transform(int32_value())
+      ->capture_default_str();
   app->add_flag("--json", o->json, "Print one JSON object");
   return Command{app, [o] { return run_bench(*o); }};
 }

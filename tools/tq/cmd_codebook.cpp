@@ -62,8 +62,10 @@ int run_codebook(const CodebookOptions& o) {
 Command add_codebook(CLI::App& parent) {
   auto o = std::make_shared<CodebookOptions>();
   CLI::App* app = parent.add_subcommand("codebook", "vLLM's Lloyd-Max key codebook: centroids and midpoints");
-  app->add_option("--bits", o->bits, "Bits per code, 1..4")->required();
-  app->add_option("--head-dim", o->head_dim, "Head dimension D (the codebook is for N(0, 1/D))")->required();
+  app->add_option("--bits", o->bits, "Bits per code, 1..4")->transform(int32_value())->required();
+  app->add_option("--head-dim", o->head_dim, "Head dimension D (the codebook is for N(0, 1/D))")
+      ->transform(int32_value())
+      ->required();
   app->add_flag("--json", o->json, "Print one JSON object");
   return Command{app, [o] { return run_codebook(*o); }};
 }

@@ -75,15 +75,20 @@ Command add_decode(CLI::App& parent) {
   auto o = std::make_shared<DecodeOptions>();
   CLI::App* app = parent.add_subcommand("decode", "Decode attention over a case's cache and query");
   app->add_option("CASE", o->case_dir, "Case directory (meta.json, query, kv_cache, block_table, seq_lens)")
-      ->required();
-  app->add_option("--out", o->out, "Output .npy, float32 [B, Hq, D]")->required();
-  app->add_option("--lse", o->lse, "Also write the log-sum-exp, float32 [B, Hq] (natural log)");
+      ->required()
+      ->check(non_empty_path());
+  app->add_option("--out", o->out, "Output .npy, float32 [B, Hq, D]")->required()->check(non_empty_path());
+  app->add_option("--lse", o->lse, "Also write the log-sum-exp, float32 [B, Hq] (natural log)")
+      ->check(non_empty_path());
   app->add_option("--backend", o->backend.name, "cpu-ref (the golden model), cpu, cuda, cuda-strict")
       ->capture_default_str();
   app->add_option("--isa", o->backend.isa, "Force a SIMD instruction set (see tq isas)");
-  app->add_option("--threads", o->backend.threads, "CPU threads (0: all)")->capture_default_str();
+  app->add_option("--threads", o->backend.threads, "CPU threads (0: all)")
+      ->transform(int32_value())
+      ->capture_default_str();
   CLI::Option* splits =
-      app->add_option("--splits", o->splits, "KV splits per sequence (default: the case's num_kv_splits)");
+      app->add_option("--splits", o->splits, "KV splits per sequence (default: the case's num_kv_splits)")
+          ->transform(int32_value());
   app->add_flag("--json", o->json, "Print one JSON object");
   return Command{app, [o, splits] {
                    o->splits_given = splits->count() > 0;

@@ -173,10 +173,12 @@ Command add_encode(CLI::App& parent) {
   auto o = std::make_shared<EncodeOptions>();
   CLI::App* app = parent.add_subcommand("encode", "Encode a case's keys/values/slot_mapping into a cache");
   app->add_option("CASE", o->case_dir, "Case directory (meta.json, keys.npy, values.npy, slot_mapping.npy)")
-      ->required();
-  app->add_option("--out", o->out, "Write the cache here (.npy uint8, the shape of the case's kv_cache)");
+      ->required()
+      ->check(non_empty_path());
+  app->add_option("--out", o->out, "Write the cache here (.npy uint8, the shape of the case's kv_cache)")
+      ->check(non_empty_path());
   app->add_option("--backend", o->backend.name, "cpu-ref (default), cpu, cuda, cuda-strict")->capture_default_str();
-  app->add_option("--threads", o->backend.threads, "CPU threads (0: all)");
+  app->add_option("--threads", o->backend.threads, "CPU threads (0: all)")->transform(int32_value());
   app->add_flag("--json", o->json, "Print one JSON object");
   return Command{app, [o] { return run_encode(*o); }};
 }

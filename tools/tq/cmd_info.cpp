@@ -2,6 +2,7 @@
 // §2, §3, facts §b). Every number comes from core's Format and BlockLayout.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <limits>
 #include <memory>
 
 #include "common.hpp"
@@ -18,9 +19,10 @@ struct InfoOptions {
   int head_dim = 0;
   int block_size = 16;
   int kv_heads = 1;
-  int slot = -1;  // optional: where one record lives
+  int slot = 0;  // with has_slot: where one record lives
   int head = 0;
-  std::int64_t block = -1;  // optional: where one block starts
+  std::int64_t block = 0;  // with has_block: where one block starts
+  bool has_slot = false, has_block = false;
   bool json = false;
 };
 
@@ -33,11 +35,19 @@ int run_info(const InfoOptions& o) {
   ensure(turboquant::validate_layout(l), "--preset " + o.preset + " --head-dim " + std::to_string(o.head_dim) +
                                              " --block-size " + std::to_string(o.block_size) + " --kv-heads " +
                                              std::to_string(o.kv_heads));
-  if (o.block < -1) fail("--block", std::to_string(o.block) + " must be >= 0");
-  if (o.slot < -1 || o.slot >= l.block_size) {
+  if (o.has_block) {
+    if (o.block < 0) fail("--block", std::to_string(o.block) + " must be >= 0");
+    // Block ids whose start would not fit a 64-bit byte offset.
+    const std::int64_t max_block = std::numeric_limits<std::int64_t>::max() / l.block_bytes();
+    if (o.block > max_block) {
+      fail("--block", std::to_string(o.block) + " starts beyond 2^63 bytes (blocks of " +
+                          std::to_string(l.block_bytes()) + " bytes: at most " + std::to_string(max_block) + ")");
+    }
+  }
+  if (o.has_slot && (o.slot < 0 || o.slot >= l.block_size)) {
     fail("--slot", std::to_string(o.slot) + " is outside [0, " + std::to_string(l.block_size) + ") (block_size)");
   }
-  if (o.slot >= 0 && (o.head < 0 || o.head >= l.num_kv_heads)) {
+  if (o.head < 0 || o.head >= l.num_kv_heads) {
     fail("--head", std::to_string(o.head) + " is outside [0, " + std::to_string(l.num_kv_heads) + ") (kv heads)");
   }
   const std::int64_t meta_region = std::int64_t{2} * f.meta_fields() * l.block_size * l.num_kv_heads;
@@ -65,7 +75,7 @@ int run_info(const InfoOptions& o) {
          {"padding_bytes", padding},
          {"block_bytes", l.block_bytes()},
          {"compression_vs_bf16", f.compression_vs_bf16()}};
-  if (o.slot >= 0) {
+  if (o.has_slot) {
     const int t = o.slot, h = o.head;
     json rec{{"slot", t},
              {"head", h},
@@ -76,7 +86,7 @@ int run_info(const InfoOptions& o) {
     if (!f.fp8_keys()) rec["key_norm_offset"] = l.meta_field_offset(t, h, MetaField::kKeyNorm);
     j["record"] = rec;
   }
-  if (o.block >= 0) j["block_offset"] = json{{"block", o.block}, {"offset", l.block_base(o.block)}};
+  if (o.has_block) j["block_offset"] = json{{"block", o.block}, {"offset", l.block_base(o.block)}};
   if (o.json) {
     print_json(j);
     return kExitOk;
@@ -103,7 +113,7 @@ int run_info(const InfoOptions& o) {
        std::to_string(meta_region) + "  fp16 [kv_heads][" + std::to_string(f.meta_fields()) + "][block_size]");
   line("padding bytes", std::to_string(padding));
   line("block bytes", std::to_string(l.block_bytes()));
-  if (o.slot >= 0) {
+  if (o.has_slot) {
     const json& r = j["record"];
     const std::string at = "slot " + std::to_string(o.slot) + ", head " + std::to_string(o.head);
     line("key bytes", at + ": [" + r["key_bytes"][0].dump() + ", " + r["key_bytes"][1].dump() + ")");
@@ -112,7 +122,7 @@ int run_info(const InfoOptions& o) {
     line("value scale at", r["value_scale_offset"].dump());
     line("value zero at", r["value_zero_offset"].dump());
   }
-  if (o.block >= 0)
+  if (o.has_block)
     line("block start", "block " + std::to_string(o.block) + " at byte " + std::to_string(l.block_base(o.block)));
   return kExitOk;
 }
@@ -123,14 +133,25 @@ Command add_info(CLI::App& parent) {
   auto o = std::make_shared<InfoOptions>();
   CLI::App* app = parent.add_subcommand("info", "Sizes and offsets of a format and block layout (docs/FORMAT.md)");
   app->add_option("--preset", o->preset, "Preset, full or short name: " + preset_list())->required();
-  app->add_option("--head-dim", o->head_dim, "Head dimension D")->required();
-  app->add_option("--block-size", o->block_size, "Tokens per block")->capture_default_str();
-  app->add_option("--kv-heads", o->kv_heads, "KV heads per block (Hk)")->capture_default_str();
-  app->add_option("--slot", o->slot, "Also show where the record of this token slot lives");
-  app->add_option("--head", o->head, "KV head for --slot")->capture_default_str();
-  app->add_option("--block", o->block, "Also show where this block starts");
+  app->add_option("--head-dim", o->head_dim, "Head dimension D")->transform(int32_value())->required();
+  app->add_option("--block-size", o->block_size, "Tokens per block")->transform(int32_value())->capture_default_str();
+  app->add_option("--kv-heads", o->kv_heads, "KV heads per block (Hk)")
+      ->transform(int32_value())
+      ->capture_default_str();
+  CLI::Option* slot = app->add_option("--slot", o->slot, "Also show where the record of this token slot lives")
+                          ->transform(int32_value());
+  app->add_option("--head", o->head, "KV head for --slot")
+      ->transform(int32_value())
+      ->capture_default_str()
+      ->needs(slot);
+  CLI::Option* block =
+      app->add_option("--block", o->block, "Also show where this block starts")->transform(int64_value());
   app->add_flag("--json", o->json, "Print one JSON object");
-  return Command{app, [o] { return run_info(*o); }};
+  return Command{app, [o, slot, block] {
+                   o->has_slot = slot->count() > 0;
+                   o->has_block = block->count() > 0;
+                   return run_info(*o);
+                 }};
 }
 
 }  // namespace tq

@@ -123,6 +123,16 @@ std::string hist_line(const std::vector<std::int64_t>& h) {
   return s;
 }
 
+// After the report: a cache whose referenced slots hold NaN/Inf metadata (or
+// NaN FP8 keys) cannot decode to meaningful numbers, so inspect fails (exit 1)
+// with one line on stderr. Stray bytes, zero scales and padding are reported only.
+int verdict(const io::CaseDir& c, const Finding& non_finite) {
+  if (non_finite.count == 0) return kExitOk;
+  throw ToolError(kExitFailed, c.kv_cache.path + ": " + std::to_string(non_finite.count) +
+                                   " non-finite metadata values in referenced slots (first: " + non_finite.first +
+                                   "): this cache cannot decode to finite numbers");
+}
+
 int run_inspect(const InspectOptions& o) {
   io::CaseLoadOptions load = io::CaseLoadOptions::meta_only();
   load.kv_cache = io::Need::kRequired;
@@ -229,7 +239,7 @@ int run_inspect(const InspectOptions& o) {
                     {"nonzero_bytes_outside_referenced_slots", stray_bytes},
                     {"slots_with_stray_bytes", stray.count},
                     {"nonzero_padding_bytes", padding_nonzero}});
-    return kExitOk;
+    return verdict(c, non_finite);
   }
 
   std::printf("case      %s\n", c.path.c_str());
@@ -270,7 +280,7 @@ int run_inspect(const InspectOptions& o) {
               static_cast<long long>(stray_bytes), static_cast<long long>(stray.count),
               stray.count ? (" (first: " + stray.first + ")").c_str() : "");
   std::printf("non-zero padding bytes      %lld\n", static_cast<long long>(padding_nonzero));
-  return kExitOk;
+  return verdict(c, non_finite);
 }
 
 }  // namespace
@@ -278,9 +288,12 @@ int run_inspect(const InspectOptions& o) {
 Command add_inspect(CLI::App& parent) {
   auto o = std::make_shared<InspectOptions>();
   CLI::App* app =
-      parent.add_subcommand("inspect", "What is in a case's cache: blocks, metadata ranges, code histograms");
+      parent.add_subcommand("inspect",
+                            "What is in a case's cache: blocks, metadata ranges, code histograms. Exit 1 when "
+                            "referenced slots hold non-finite metadata");
   app->add_option("CASE", o->case_dir, "Case directory (meta.json, kv_cache; block_table, seq_lens, slot_mapping)")
-      ->required();
+      ->required()
+      ->check(non_empty_path());
   app->add_flag("--json", o->json, "Print one JSON object");
   return Command{app, [o] { return run_inspect(*o); }};
 }

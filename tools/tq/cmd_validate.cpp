@@ -164,9 +164,11 @@ Command add_validate(CLI::App& parent) {
   CLI::App* app =
       parent.add_subcommand("validate", "Compare a decode output with the golden model and float64 oracles");
   app->add_option("CASE", o->case_dir, "Case directory (meta.json, query, kv_cache, block_table, seq_lens)")
-      ->required();
+      ->required()
+      ->check(non_empty_path());
   app->add_option("--output", o->output, "Output to check: a path, or a file name in CASE; float [B, Hq, D]")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(non_empty_path());
   app->add_option("--rtol", o->rtol, "Pass when rel L2 vs golden <= rtol")->capture_default_str();
   app->add_flag("--json", o->json, "Print one JSON object");
   return Command{app, [o] { return run_validate(*o); }};

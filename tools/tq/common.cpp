@@ -1,10 +1,15 @@
 #include "common.hpp"
 
+#include <CLI/CLI.hpp>
+#include <charconv>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <limits>
+#include <system_error>
+#include <type_traits>
 
 namespace tq {
 
@@ -13,6 +18,42 @@ namespace io = turboquant::io;
 void fail(const std::string& where, const std::string& what) {
   throw ToolError(kExitBadInput, where.empty() ? what : where + ": " + what);
 }
+
+CLI::Validator non_empty_path() {
+  return CLI::Validator([](std::string& v) { return v.empty() ? std::string("an empty path") : std::string(); },
+                        "PATH");
+}
+
+namespace {
+
+template <class T>
+CLI::Validator decimal_value(const char* description) {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        std::string digits = v;
+        if (digits.size() > 1 && digits[0] == '+' && digits[1] >= '0' && digits[1] <= '9') digits.erase(0, 1);
+        T x{};
+        const char* end = digits.data() + digits.size();
+        const auto [p, ec] = std::from_chars(digits.data(), end, x);
+        if (ec == std::errc() && p == end) {
+          v = std::to_string(x);
+          return {};
+        }
+        if (ec == std::errc::result_out_of_range && p == end) {
+          return v + " is outside [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
+                 std::to_string(std::numeric_limits<T>::max()) + "]";
+        }
+        if (!std::is_signed_v<T> && !digits.empty() && digits[0] == '-') return v + " is not a non-negative integer";
+        return v + " is not a decimal integer";
+      },
+      description);
+}
+
+}  // namespace
+
+CLI::Validator int32_value() { return decimal_value<std::int32_t>("INT"); }
+CLI::Validator int64_value() { return decimal_value<std::int64_t>("INT64"); }
+CLI::Validator uint64_value() { return decimal_value<std::uint64_t>("UINT64"); }
 
 void fail_unavailable(const std::string& what) { throw ToolError(kExitUnavailable, what); }
 
@@ -77,9 +118,9 @@ std::unique_ptr<turboquant::Codebook> case_codebook(const io::CaseDir& c) {
 
 std::string case_file_for_message(const io::CaseDir& c, const std::string& message) {
   static const std::pair<const char*, const char*> kFiles[] = {
-      {"query", "query.npy"},       {"block_table", "block_table.npy"},
-      {"seq_lens", "seq_lens.npy"}, {"slot_mapping", "slot_mapping.npy"},
-      {"keys", "keys.npy"},         {"values", "values.npy"},
+      {"query", "query.npy"},        {"block_table", "block_table.npy"},
+      {"seq_lens", "seq_lens.npy"},  {"slot_mapping", "slot_mapping.npy"},
+      {"keys", "keys.npy"},          {"values", "values.npy"},
       {"codebook", "centroids.npy"}, {"cache", "kv_cache.npy"}};
   for (const auto& [arg, file] : kFiles) {
     const std::size_t n = std::strlen(arg);

@@ -16,7 +16,8 @@
 
 namespace CLI {
 class App;
-}
+class Validator;
+}  // namespace CLI
 
 namespace tq {
 
@@ -54,6 +55,19 @@ struct Command {
   CLI::App* app = nullptr;
   std::function<int()> run;
 };
+
+// For path options and CASE arguments: an empty string ("--out ''", an unset
+// shell variable) is an error naming the option, not "no path given".
+CLI::Validator non_empty_path();
+// For integer options (->transform): the value must be a decimal integer that
+// fits the option's type, else "--block: 99999999999999999999 is outside
+// [-9223372036854775808, 9223372036854775807]" or "--seed: -1 is not a
+// non-negative integer". (CLI11 alone clamps an out-of-range 64-bit value to
+// the limit, wraps a negative unsigned one, and reads 010 as octal 8.) The
+// value is rewritten in canonical decimal ("+010" -> "10").
+CLI::Validator int32_value();
+CLI::Validator int64_value();
+CLI::Validator uint64_value();
 
 Command add_info(CLI::App& parent);
 Command add_codebook(CLI::App& parent);

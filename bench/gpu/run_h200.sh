@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # One full device session: build, tests, benchmarks, sanitizers; logs to $OUT.
 #   bash bench/gpu/run_h200.sh [steps]   steps: comma list of
-#   build,test,bench,sdpa,memcheck,racecheck,ncu (default: all but ncu)
+#   build,test,bench,sdpa,memcheck,racecheck,initcheck,synccheck,sass,ncu
+#   (default: all but sass and ncu)
 # Stops starting new steps when less than TQ_RESERVE_S seconds of the
 # TQ_BUDGET_S budget remain (the device command limit is 600 s).
 set -u
-steps=${1:-build,test,bench,sdpa,memcheck,racecheck}
+steps=${1:-build,test,bench,sdpa,memcheck,racecheck,initcheck,synccheck}
 OUT=${OUT:-/tmp/tq-out}
 mkdir -p "$OUT"
 budget=${TQ_BUDGET_S:-570}
@@ -55,6 +56,16 @@ has memcheck && run_step memcheck 120 compute-sanitizer --tool memcheck --leak-c
   $B/tests/test_gpu --gtest_filter="$SAN_FILTER" --gtest_color=no
 has racecheck && run_step racecheck 120 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 \
   $B/tests/test_gpu --gtest_filter="GpuCases.*" --gtest_color=no
+has initcheck && run_step initcheck 150 compute-sanitizer --tool initcheck --error-exitcode 9 \
+  $B/tests/test_gpu --gtest_filter="$SAN_FILTER" --gtest_color=no
+has synccheck && run_step synccheck 120 compute-sanitizer --tool synccheck --error-exitcode 9 \
+  $B/tests/test_gpu --gtest_filter="$SAN_FILTER" --gtest_color=no
+if has sass; then  # SASS of the main instantiations (D 128, GQA 4), for instruction counts
+  o=$B/gpu/CMakeFiles/turboquant_cuda.dir/src
+  cuobjdump -sass -fun '_ZN10turboquant4cuda6detail18fast_decode_kernelILi128ELi4ELi4EEEvNS1_12DecodeParamsE' $o/fast_kernels_d128.cu.o > "$OUT/fast_128_4_4.sass" 2>&1
+  cuobjdump -sass -fun '_ZN10turboquant4cuda6detail20strict_decode_kernelILi128ELi4ELi4ELi4EEEvNS1_12DecodeParamsE' $o/strict_kernels_d128.cu.o > "$OUT/strict_128_4_4_4.sass" 2>&1
+  cuobjdump -sass -fun '_ZN10turboquant4cuda6detail13encode_kernelILi128ELb0ELNS_5DTypeE2EEEvNS1_12EncodeParamsE' $o/encode_kernels.cu.o > "$OUT/encode_128_bf16.sass" 2>&1
+fi
 if has ncu; then
   NCU_SECTIONS="--section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats --section ComputeWorkloadAnalysis"
   ncu_run() { ncu --clock-control none -k regex:'fast_decode|merge_kernel|strict_decode' --launch-count 2 $NCU_SECTIONS \

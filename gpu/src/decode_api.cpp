@@ -145,6 +145,16 @@ const char* decode_kernel_name(const ConstCacheView& cache, const DecodeArgs&, C
 Status decode(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode, MutableBuffer workspace, void* stream) {
   if (Status s = decode_can_implement(cache, a, mode); !s.ok()) return s;
   if (a.batch == 0) return Status();
+  if (Status s = detail::check_device_pointers({{"cache.data", cache.data},
+                                                {"query", a.query.data},
+                                                {"out", a.out.data},
+                                                {"lse", a.lse.data},
+                                                {"seq_lens", a.seq_lens.data},
+                                                {"block_table", a.block_table.data},
+                                                {"rotation", a.rotation.data},
+                                                {"workspace", workspace.data}});
+      !s.ok())
+    return s;
   const BlockLayout& l = cache.layout;
   const int dims = l.format.head_dim;
   // The partial stride: as many splits as the workspace holds (up to what fast

@@ -54,6 +54,13 @@ Status encode_can_implement(const ConstCacheView& cache, const EncodeArgs& a) {
 Status encode(const CacheView& cache, const EncodeArgs& a, void* stream) {
   if (Status s = encode_can_implement(cache, a); !s.ok()) return s;
   if (a.num_tokens == 0) return Status();
+  if (Status s = detail::check_device_pointers({{"cache.data", cache.data},
+                                                {"keys", a.keys.data},
+                                                {"values", a.values.data},
+                                                {"slot_mapping", a.slot_mapping.data},
+                                                {"rotation", a.rotation.data}});
+      !s.ok())
+    return s;
   const Codebook* cb = nullptr;
   (void)turboquant::detail::resolve_codebook(cache.layout.format, a.codebook, &cb);
   detail::EncodeParams p;

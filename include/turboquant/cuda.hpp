@@ -75,9 +75,12 @@ const char* decode_kernel_name(const ConstCacheView& cache, const DecodeArgs& ar
 
 // Enqueues the decode. `workspace` is a device buffer of at least
 // decode_workspace_bytes(args.batch, args.num_q_heads, args.num_splits, head_dim).
-// Calls decode_can_implement first (host-only work, no device access). CUDA
-// launch errors come back as kDeviceError; asynchronous faults surface at the
-// caller's next synchronization.
+// Calls decode_can_implement first (host-only work, no device access), then
+// asks the runtime whether every buffer is device-accessible memory: a plain
+// host pointer is kInvalidArgument naming the argument (instead of a fault
+// inside the kernel). CUDA launch errors come back as kDeviceError;
+// asynchronous faults (e.g. a freed device buffer) surface at the caller's next
+// synchronization.
 Status decode(const ConstCacheView& cache, const DecodeArgs& args, CudaMode mode, MutableBuffer workspace,
               void* stream);
 
@@ -98,7 +101,8 @@ Status encode_can_implement(const ConstCacheView& cache, const EncodeArgs& args)
 
 // Enqueues the encode: writes exactly the key bytes, value bytes and metadata of
 // the slots in slot_mapping (negative slots are skipped), byte-identical to
-// encode_reference. Grid depends only on num_tokens and num_kv_heads.
+// encode_reference. Grid depends only on num_tokens and num_kv_heads. Host
+// pointers are rejected as in decode().
 Status encode(const CacheView& cache, const EncodeArgs& args, void* stream);
 
 // Copies slot_mapping and K/V back and runs validate_encode (synchronizes).

@@ -162,6 +162,62 @@ TEST(GpuApi, OverflowingSizesAreRejectedNotWrapped) {
   EXPECT_EQ(cuda::decode_workspace_bytes(65535, 1 << 30, 1024, 256), 0u);
 }
 
+// Host memory handed to the device entry points is refused before any launch,
+// naming the argument (a kernel would fault and poison the context).
+TEST(GpuApi, HostPointersAreRejectedNamingTheArgument) {
+  TQ_REQUIRE_DEVICE();
+  DecodeProblem p = make_problem(Preset::k4BitNc, 128, 16, 2, 4, {100, 37}, 5);
+  const int dims = 128;
+  DeviceMem cache(p.cache.size()), query(p.query.size()), table(p.block_table.size() * 4), lens(p.seq_lens.size() * 4),
+      out(p.rows() * dims * 4), work(cuda::decode_workspace_bytes(p.batch, p.num_q_heads, p.num_splits, dims));
+  std::vector<std::uint8_t> host(p.cache.size() + p.query.size() + 4096);
+  DecodeArgs a;
+  a.query = {query.p, p.query.size()};
+  a.batch = p.batch;
+  a.num_q_heads = p.num_q_heads;
+  a.block_table = {table.p, p.block_table.size() * 4};
+  a.max_blocks_per_seq = p.max_blocks_per_seq;
+  a.seq_lens = {lens.p, p.seq_lens.size() * 4};
+  a.softmax_scale = p.softmax_scale;
+  a.num_splits = p.num_splits;
+  a.out = {out.p, p.rows() * dims * 4};
+  const MutableBuffer ws{work.p, cuda::decode_workspace_bytes(p.batch, p.num_q_heads, p.num_splits, dims)};
+  const ConstCacheView dcache(p.layout, static_cast<const std::uint8_t*>(cache.p), p.num_blocks);
+  const ConstCacheView hcache(p.layout, host.data(), p.num_blocks);
+  auto expect_rejected = [](const Status& s, const char* name) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+    EXPECT_EQ(s.message().rfind(name, 0), 0u) << s.message();
+  };
+  expect_rejected(cuda::decode(hcache, a, cuda::CudaMode::kFast, ws, nullptr), "cache.data");
+  DecodeArgs b = a;
+  b.query.data = host.data();
+  expect_rejected(cuda::decode(dcache, b, cuda::CudaMode::kStrict, ws, nullptr), "query");
+  b = a;
+  b.out.data = host.data();
+  expect_rejected(cuda::decode(dcache, b, cuda::CudaMode::kFast, ws, nullptr), "out");
+  b = a;
+  b.block_table.data = host.data();
+  expect_rejected(cuda::decode(dcache, b, cuda::CudaMode::kFast, ws, nullptr), "block_table");
+  expect_rejected(cuda::decode(dcache, a, cuda::CudaMode::kFast, MutableBuffer{host.data(), ws.bytes}, nullptr),
+                  "workspace");
+  // The same call with device memory everywhere runs, and the context is healthy.
+  CUDA_OK(cudaMemcpy(cache.p, p.cache.data(), p.cache.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(query.p, p.query.data(), p.query.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(table.p, p.block_table.data(), p.block_table.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(lens.p, p.seq_lens.data(), p.seq_lens.size() * 4, cudaMemcpyHostToDevice));
+  EXPECT_TRUE(cuda::decode(dcache, a, cuda::CudaMode::kFast, ws, nullptr).ok());
+  CUDA_OK(cudaDeviceSynchronize());
+
+  EncodeArgs e;
+  std::vector<std::int64_t> slots = {3, 4};
+  e.keys = {host.data(), std::size_t(2) * p.layout.num_kv_heads * dims * 4};
+  e.values = e.keys;
+  e.num_tokens = 2;
+  e.slot_mapping = {slots.data(), slots.size() * 8};
+  const CacheView wcache(p.layout, static_cast<std::uint8_t*>(cache.p), p.num_blocks);
+  expect_rejected(cuda::encode(wcache, e, nullptr), "keys");
+}
+
 TEST(GpuApi, NoDeviceIsReportedAsBackendUnavailable) {
   const Status s = cuda::device_status();
   if (s.ok()) {

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "../../gpu/src/cuda_check.hpp"  // TQ_CUDA_TRY (internal)
 #include "gpu_test_support.hpp"
 
 namespace {
@@ -216,6 +217,21 @@ TEST(GpuApi, HostPointersAreRejectedNamingTheArgument) {
   e.slot_mapping = {slots.data(), slots.size() * 8};
   const CacheView wcache(p.layout, static_cast<std::uint8_t*>(cache.p), p.num_blocks);
   expect_rejected(cuda::encode(wcache, e, nullptr), "keys");
+}
+
+// Every CUDA runtime call of the backend goes through TQ_CUDA_TRY: a failure is a
+// kDeviceError naming the call and CUDA's error. White-box (the macro is
+// internal); cudaSetDevice(9999) fails without side effects, with or without a GPU.
+TEST(GpuApi, FailingRuntimeCallsBecomeDeviceErrors) {
+  auto call = []() -> Status {
+    TQ_CUDA_TRY(cudaSetDevice(9999));
+    return Status();
+  };
+  const Status s = call();
+  (void)cudaGetLastError();
+  EXPECT_EQ(s.code(), StatusCode::kDeviceError) << s.to_string();
+  EXPECT_NE(s.message().find("cudaSetDevice(9999)"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("cudaError"), std::string::npos) << s.message();
 }
 
 TEST(GpuApi, NoDeviceIsReportedAsBackendUnavailable) {

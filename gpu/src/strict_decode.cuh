@@ -137,6 +137,133 @@ __device__ __forceinline__ void stage_records(std::uint32_t (*raw)[W], const std
   }
 }
 
+// Where lane `lane`'s results of the score tree land: values [vbase, vbase +
+// kKeep) of the V = 8H (token i, head g) sums (index i * H + g); `writer` is
+// false for the duplicate of an all-reduce level.
+template <int H>
+struct TreeSlots {
+  static constexpr int kValues = 8 * H;
+  static constexpr int kKeep = kValues >= 16 ? kValues / 16 : 1;
+  int vbase = 0;
+  bool writer = true;
+  __device__ explicit TreeSlots(int lane) {
+    int nv = kValues;
+#pragma unroll
+    for (int m = 8; m >= 1; m >>= 1) {
+      if (nv >= 2) {
+        if (lane & m) vbase += nv / 2;
+        nv /= 2;
+      } else if (lane & m) {
+        writer = false;
+      }
+    }
+  }
+};
+
+// Scores of one staged tile for H heads (one warp): lane (j = lane & 15, tg =
+// lane >> 4) is dot16 lane j of tokens 2i + tg; the tree, then core::key_score
+// with the token's norm (meta[t].z), into scores[head][t]. Rows past the tile's
+// end hold stale bytes; their sums are never used.
+template <int D, int KB, int H, int kRow>
+__device__ __forceinline__ void strict_tile_scores(const std::uint32_t (*raw)[kRow], const float (&qr)[H][D / 16],
+                                                   const float* centroids, const core::Format& f, const float4* meta,
+                                                   const TreeSlots<H>& slots, int lane,
+                                                   float (*scores)[core::kTileTokens]) {
+  constexpr int kSteps = D / 16;
+  constexpr int V = 8 * H;
+  const int j = lane & 15;
+  const int tg = lane >> 4;
+  float s[V];
+#pragma unroll
+  for (int v = 0; v < V; ++v) s[v] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const std::uint32_t* row = raw[2 * i + tg];
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k) {
+      const float key = strict_key<KB>(row, j + 16 * k, centroids);
+#pragma unroll
+      for (int g = 0; g < H; ++g) s[i * H + g] = core::fma_rn(qr[g][k], key, s[i * H + g]);
+    }
+  }
+  tree_level<V>(s, lane, 8);
+  tree_level<(V >= 4 ? V / 2 : 1)>(s, lane, 4);
+  tree_level<(V >= 8 ? V / 4 : 1)>(s, lane, 2);
+  tree_level<(V >= 16 ? V / 8 : 1)>(s, lane, 1);
+  if (slots.writer) {
+#pragma unroll
+    for (int i = 0; i < TreeSlots<H>::kKeep; ++i) {
+      const int v = slots.vbase + i;
+      const int t = 2 * (v / H) + tg;
+      scores[v % H][t] = core::key_score(f, s[i], meta[t].z);
+    }
+  }
+}
+
+// core::softmax_fold_tile for head hs = lane % H, in its order: every lane of
+// head hs runs the max and sum chains; the exponentials are spread over the
+// lanes (probs[t][head]). Returns alpha for head hs. The caller synchronizes the
+// warp before and after (scores in, probs out).
+template <int H>
+__device__ __forceinline__ float strict_softmax_tile(const float (*scores)[core::kTileTokens],
+                                                     float (*probs)[H], int n, int lane, core::SoftmaxState& state) {
+  constexpr int kT = core::kTileTokens;
+  const int hs = lane % H;
+  float tile_max = scores[hs][0];
+#pragma unroll
+  for (int t = 1; t < kT; ++t) {
+    if (t < n) tile_max = core::max_f(tile_max, scores[hs][t]);
+  }
+  const float new_max = core::max_f(state.max, tile_max);
+  const float ref = (new_max == -core::kInf) ? 0.0f : new_max;
+  const float alpha = core::exp2_tq(core::sub_rn(state.max, ref));
+#pragma unroll
+  for (int k = 0; k < (16 * H >= 32 ? 16 * H / 32 : 1); ++k) {
+    const int t = lane / H + k * (32 / H);
+    if (t < n) probs[t][hs] = core::exp2_tq(core::sub_rn(scores[hs][t], ref));
+  }
+  __syncwarp();
+  float sum = core::mul_rn(state.sum, alpha);
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    if (t < n) sum = core::add_rn(sum, probs[t][hs]);
+  }
+  state.max = new_max;
+  state.sum = sum;
+  return alpha;
+}
+
+// The value phase of one tile for E consecutive dims starting at first_dim and
+// all H heads: core::rescale by each head's alpha (held by lane g of the warp),
+// then core::accumulate token by token, the value from core::dequant_value.
+template <int VB, int E, int H, int kRow>
+__device__ __forceinline__ void strict_tile_values(float (&acc)[H][E], float alpha, const std::uint32_t (*raw)[kRow],
+                                                   const float4* meta, const float (*probs)[H], int n, int value_bit) {
+#pragma unroll
+  for (int g = 0; g < H; ++g) {
+    const float a = __shfl_sync(0xffffffffu, alpha, g);
+#pragma unroll
+    for (int e = 0; e < E; ++e) acc[g][e] = core::rescale(acc[g][e], a);
+  }
+#pragma unroll 4
+  for (int t = 0; t < n; ++t) {
+    const float4 m = meta[t];
+    float pr[H];
+#pragma unroll
+    for (int g = 0; g < H; ++g) pr[g] = probs[t][g];
+    const std::uint32_t bits = row_bits<VB * E>(raw[t], value_bit);
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      // core::dequant_value(code, scale, zero) = fma_rn(float(code), scale, zero), with
+      // float(code) formed exactly as (2^23 + code) - 2^23 (no quarter-rate I2F).
+      const float code = __fsub_rn(__uint_as_float(0x4b000000u | ((bits >> (VB * e)) & ((1u << VB) - 1))), 8388608.0f);
+      const float v = core::fma_rn(code, m.x, m.y);
+#pragma unroll
+      for (int g = 0; g < H; ++g) acc[g][e] = core::accumulate(acc[g][e], pr[g], v);
+    }
+  }
+}
+
 // Dynamic shared memory: sizeof(StrictShared<D, KB, VB, H>).
 template <int D, int KB, int VB, int H>
 __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodeParams p) {
@@ -146,7 +273,6 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
   constexpr int kT = core::kTileTokens;
   constexpr int kSteps = D / 16;  // dims per dot16 lane
   constexpr int E = D / 32;       // value dims per lane
-  constexpr int V = 8 * H;        // (token, head) sums per lane before the tree
 
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
@@ -172,7 +298,6 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
   typename Shared::Warp& ws = sm.warp[warp];
   const int j = lane & 15;
   const int tg = lane >> 4;
-  const int hs = lane % H;  // the head whose softmax state this lane keeps
 
   float qr[H][kSteps];
 #pragma unroll
@@ -192,24 +317,7 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
                               static_cast<std::uint64_t>(l.block_bytes()) | Shared::kRecordBytes;
   const int vec = (align & 15) == 0 ? 16 : (align & 7) == 0 ? 8 : (align & 3) == 0 ? 4 : 2;
 
-  // Where each lane's result of the tree lands: values [vbase, vbase + kKeep) of
-  // the V (token i, head g) sums, index i * H + g; `writer` drops the duplicate
-  // of an all-reduce level.
-  constexpr int kKeep = V >= 16 ? V / 16 : 1;
-  int vbase = 0;
-  bool writer = true;
-  {
-    int nv = V;
-#pragma unroll
-    for (int m = 8; m >= 1; m >>= 1) {
-      if (nv >= 2) {
-        if (lane & m) vbase += nv / 2;
-        nv /= 2;
-      } else if (lane & m) {
-        writer = false;
-      }
-    }
-  }
+  const TreeSlots<H> slots(lane);
 
   // Software pipeline over the tiles: while tile i is computed, the records of
   // tile i + 1 are in flight (cp.async into the other buffer), its metadata in
@@ -270,85 +378,12 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
     __syncwarp();
     const std::uint32_t (*raw)[Shared::kRow] = ws.raw[buf];
 
-    // Scores: dot16 lane j of tokens 2i + tg (rows past n hold stale bytes; their
-    // sums are never used).
-    float s[V];
-#pragma unroll
-    for (int v = 0; v < V; ++v) s[v] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const std::uint32_t* row = raw[2 * i + tg];
-#pragma unroll
-      for (int k = 0; k < kSteps; ++k) {
-        const float key = strict_key<KB>(row, j + 16 * k, sm.centroids);
-#pragma unroll
-        for (int g = 0; g < H; ++g) s[i * H + g] = core::fma_rn(qr[g][k], key, s[i * H + g]);
-      }
-    }
-    tree_level<V>(s, lane, 8);
-    tree_level<(V >= 4 ? V / 2 : 1)>(s, lane, 4);
-    tree_level<(V >= 8 ? V / 4 : 1)>(s, lane, 2);
-    tree_level<(V >= 16 ? V / 8 : 1)>(s, lane, 1);
-    if (writer) {
-#pragma unroll
-      for (int i = 0; i < kKeep; ++i) {
-        const int v = vbase + i;
-        const int t = 2 * (v / H) + tg;
-        ws.scores[v % H][t] = core::key_score(f, s[i], ws.meta[t].z);
-      }
-    }
+    strict_tile_scores<D, KB, H, Shared::kRow>(raw, qr, sm.centroids, f, ws.meta, slots, lane, ws.scores);
     __syncwarp();
 
-    // Softmax (core::softmax_fold_tile, same order): every lane of head hs
-    // computes the max chain; the exponentials are spread; the sum chain again
-    // on every lane of head hs.
-    float tile_max = ws.scores[hs][0];
-#pragma unroll
-    for (int t = 1; t < kT; ++t) {
-      if (t < n) tile_max = core::max_f(tile_max, ws.scores[hs][t]);
-    }
-    const float new_max = core::max_f(state.max, tile_max);
-    const float ref = (new_max == -core::kInf) ? 0.0f : new_max;
-    const float alpha = core::exp2_tq(core::sub_rn(state.max, ref));
-#pragma unroll
-    for (int k = 0; k < (16 * H >= 32 ? 16 * H / 32 : 1); ++k) {
-      const int t = lane / H + k * (32 / H);
-      if (t < n) ws.probs[t][hs] = core::exp2_tq(core::sub_rn(ws.scores[hs][t], ref));
-    }
-    __syncwarp();
-    float sum = core::mul_rn(state.sum, alpha);
-#pragma unroll
-    for (int t = 0; t < kT; ++t) {
-      if (t < n) sum = core::add_rn(sum, ws.probs[t][hs]);
-    }
-    state.max = new_max;
-    state.sum = sum;
-
-    // Values: rescale, then accumulate token by token.
-#pragma unroll
-    for (int g = 0; g < H; ++g) {
-      const float a = __shfl_sync(0xffffffffu, alpha, g);
-#pragma unroll
-      for (int e = 0; e < E; ++e) acc[g][e] = core::rescale(acc[g][e], a);
-    }
-    constexpr int kValueBit = Shared::kKeyBytes * 8;
-#pragma unroll 4
-    for (int t = 0; t < n; ++t) {
-      const float4 m = ws.meta[t];
-      float pr[H];
-#pragma unroll
-      for (int g = 0; g < H; ++g) pr[g] = ws.probs[t][g];
-      const std::uint32_t bits = row_bits<VB * E>(raw[t], kValueBit + VB * E * lane);
-#pragma unroll
-      for (int e = 0; e < E; ++e) {
-        // core::dequant_value(code, scale, zero) = fma_rn(float(code), scale, zero), with
-        // float(code) formed exactly as (2^23 + code) - 2^23 (no quarter-rate I2F).
-        const float code = __fsub_rn(__uint_as_float(0x4b000000u | ((bits >> (VB * e)) & ((1u << VB) - 1))), 8388608.0f);
-        const float v = core::fma_rn(code, m.x, m.y);
-#pragma unroll
-        for (int g = 0; g < H; ++g) acc[g][e] = core::accumulate(acc[g][e], pr[g], v);
-      }
-    }
+    const float alpha = strict_softmax_tile<H>(ws.scores, ws.probs, n, lane, state);
+    strict_tile_values<VB, E, H, Shared::kRow>(acc, alpha, raw, ws.meta, ws.probs, n,
+                                               Shared::kKeyBytes * 8 + VB * E * lane);
   }
 
   pdl_launch_dependents();  // the merge grid may start launching (it waits for this grid)

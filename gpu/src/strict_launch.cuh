@@ -3,11 +3,27 @@
 
 #include "launch.hpp"
 #include "strict_decode.cuh"
+#include "strict_split.cuh"
 
 namespace turboquant::cuda::detail {
 
+// Below this many warps in the one-warp-per-split grid (per SM), the splits are
+// too few to fill the GPU and each split gets kSplitWarps warps instead.
+inline constexpr int kStrictSplitWarpsPerSm = 4;
+
 template <int D, int KB, int VB, int H>
 cudaError_t launch_strict(const DecodeParams& p, cudaStream_t stream) {
+  const long long split_warps =
+      static_cast<long long>(p.plan_splits) * p.layout.num_kv_heads * p.chunks_per_kv_head * p.batch;
+  if (split_warps < static_cast<long long>(kStrictSplitWarpsPerSm) * device_sm_count()) {
+    constexpr int kSmem = sizeof(StrictSplitShared<D, KB, VB, H>);
+    static const cudaError_t attr = cudaFuncSetAttribute(strict_split_kernel<D, KB, VB, H>,
+                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (attr != cudaSuccess) return attr;
+    const dim3 grid(p.plan_splits, p.layout.num_kv_heads * p.chunks_per_kv_head, p.batch);
+    strict_split_kernel<D, KB, VB, H><<<grid, 32 * kSplitWarps<D>, kSmem, stream>>>(p);
+    return cudaGetLastError();
+  }
   constexpr int kSmem = sizeof(StrictShared<D, KB, VB, H>);
   static const cudaError_t attr =
       cudaFuncSetAttribute(strict_decode_kernel<D, KB, VB, H>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);

@@ -34,6 +34,11 @@ std::vector<Shape> shapes(std::uint32_t seed) {
   v.push_back({Preset::kK3V4Nc, 128, 64, 8, 4, {5000}, 32, DType::kFloat32, DType::kFloat32});
   v.push_back({Preset::k4BitNc, 128, 16, 2, 4, {100, 37}, 32, DType::kFloat32, DType::kFloat32, true});
   v.push_back({Preset::k3BitNc, 64, 16, 2, 4, {1000, 0}, 16, DType::kFloat32, DType::kFloat32, true});
+  // Strict has two kernels: several warps per split when the one-warp-per-split
+  // grid is small (under 4 warps per SM), else one warp per split. Both for every
+  // value width: a small grid (FP8 keys, 3-bit values) and a large one.
+  v.push_back({Preset::kK8V4, 128, 16, 2, 4, {3000, 77}, 32, DType::kFloat32, DType::kFloat32});
+  v.push_back({Preset::k3BitNc, 128, 16, 8, 4, std::vector<int>(24, 300), 32, DType::kBFloat16, DType::kFloat32});
   std::mt19937 rng(seed);
   const Preset presets[] = {Preset::kK8V4, Preset::k4BitNc, Preset::kK3V4Nc, Preset::k3BitNc};
   const int dims[] = {64, 128, 256};

@@ -64,7 +64,6 @@ struct StrictShared {
   };
   alignas(16) float q[H][D];
   alignas(16) float scratch[H][D];  // dense query rotation
-  float centroids[core::kMaxCodebookSize];
   Warp warp[kStrictWarps];
 };
 
@@ -89,7 +88,12 @@ __device__ __forceinline__ float strict_key(const std::uint32_t* row, int d, con
     // the canonical NaN either way.
     return unpack_half2(e4m3x2_to_half2((row[d >> 2] >> (8 * (d & 3))) & 0xffu)).x;
   } else if constexpr (KB == 4) {
-    return centroids[(row[d >> 3] >> (4 * (d & 7))) & 15u];
+    // Code (d & 7) of word d >> 3, rotated right by 4 (d & 7) - 2 so that it lands
+    // at bits 2..5 already times 4: one funnel shift and one mask form the byte
+    // offset of its centroid.
+    const std::uint32_t w = row[d >> 3];
+    const std::uint32_t offset = __funnelshift_r(w, w, (4 * (d & 7) + 30) & 31) & 0x3cu;
+    return *reinterpret_cast<const float*>(reinterpret_cast<const std::uint8_t*>(centroids) + offset);
   } else {
     return centroids[row_bits<3>(row, 3 * d) & 7u];
   }
@@ -289,7 +293,9 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
   const std::int64_t first_row = std::int64_t{b} * p.num_q_heads + first_q;
   const std::int32_t* block_row = p.block_table + std::int64_t{b} * p.max_blocks_per_seq;
 
-  if (threadIdx.x < core::kMaxCodebookSize) sm.centroids[threadIdx.x] = p.codebook.centroids[threadIdx.x];
+  // A static array: its address is a constant, so a lookup is one LDS [offset + imm].
+  __shared__ float centroids[core::kMaxCodebookSize];
+  if (threadIdx.x < core::kMaxCodebookSize) centroids[threadIdx.x] = p.codebook.centroids[threadIdx.x];
   prepare_queries<D>(p, first_row, heads, &sm.q[0][0], &sm.scratch[0][0]);  // ends with a barrier
   if (split >= p.plan_splits) return;
   const core::TokenRange range = core::split_range(seq_len, p.plan_splits, split);
@@ -378,7 +384,7 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
     __syncwarp();
     const std::uint32_t (*raw)[Shared::kRow] = ws.raw[buf];
 
-    strict_tile_scores<D, KB, H, Shared::kRow>(raw, qr, sm.centroids, f, ws.meta, slots, lane, ws.scores);
+    strict_tile_scores<D, KB, H, Shared::kRow>(raw, qr, centroids, f, ws.meta, slots, lane, ws.scores);
     __syncwarp();
 
     const float alpha = strict_softmax_tile<H>(ws.scores, ws.probs, n, lane, state);

@@ -38,7 +38,6 @@ struct StrictSplitShared {
   alignas(16) float probs[W][core::kTileTokens][H];  // each warp's own copy (phase B)
   alignas(16) float q[H][D];
   alignas(16) float scratch[H][D];  // dense query rotation
-  float centroids[core::kMaxCodebookSize];
 };
 
 // Grid (plan_splits, Hk x chunks, batch), W warps; dynamic shared memory
@@ -69,7 +68,8 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
   const core::TokenRange range = core::split_range(seq_len, p.plan_splits, split);
   if (range.empty()) return;  // the whole block: the merge skips empty splits
 
-  if (threadIdx.x < core::kMaxCodebookSize) sm.centroids[threadIdx.x] = p.codebook.centroids[threadIdx.x];
+  __shared__ float centroids[core::kMaxCodebookSize];  // static: constant address (strict_decode_kernel)
+  if (threadIdx.x < core::kMaxCodebookSize) centroids[threadIdx.x] = p.codebook.centroids[threadIdx.x];
   prepare_queries<D>(p, first_row, heads, &sm.q[0][0], &sm.scratch[0][0]);  // ends with a barrier
 
   const int j = lane & 15;
@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
     __syncwarp();
     // Phase A: this warp's scores.
     if (n_mine > 0) {
-      strict_tile_scores<D, KB, H, Shared::kRow>(sm.raw[buf][warp], qr, sm.centroids, f, sm.meta[buf][warp], slots,
+      strict_tile_scores<D, KB, H, Shared::kRow>(sm.raw[buf][warp], qr, centroids, f, sm.meta[buf][warp], slots,
                                                  lane, sm.scores[warp]);
     }
     __syncthreads();  // the group's records, metadata and scores are visible to every warp

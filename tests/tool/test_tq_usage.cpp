@@ -187,6 +187,10 @@ TEST(WrongFiles, ControlBytesInArgumentsAreEscaped) {
   const Result r = tq("decode " + c + " --out \"$(printf 'no/such\\033[31mdir\\001/o.npy')\"");
   expect_bad_input(r, "decode", {"no/such\\x1b[31mdir\\x01/o.npy", "cannot open for writing"});
   expect_printable(r);
+  // A C1 control (U+009B, CSI) written as UTF-8 is escaped byte by byte.
+  const Result c1 = tq("decode " + c + " --out 'no/such/x\xc2\x9b" "31m/o.npy'");
+  expect_bad_input(c1, "decode", {"no/such/x\\xc2\\x9b31m/o.npy"});
+  expect_printable(c1);
   // Valid UTF-8 stays as it is.
   const Result u = tq("decode " + c + " --out 'no/such/d\xc3\xa9j\xc3\xa0/o.npy'");
   EXPECT_NE(u.err.find("no/such/d\xc3\xa9j\xc3\xa0/o.npy"), std::string::npos) << u.err;

@@ -14,7 +14,8 @@
 
 namespace {
 
-// One printable line: newlines become spaces; other control bytes and bytes
+// One printable line: newlines become spaces; other control bytes (C0, DEL,
+// and C1 as UTF-8: U+0080..U+009F, which some terminals obey too) and bytes
 // that are not valid UTF-8 (a garbage file quoted in a parser's message)
 // become \xNN, so that no input can send escape sequences to the terminal.
 std::string one_line(const std::string& s) {
@@ -36,6 +37,7 @@ std::string one_line(const std::string& s) {
       for (std::size_t k = 1; k < len; ++k) {
         if (i + k >= s.size() || (static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) n = 0;
       }
+      if (n != 0 && c == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0) n = 0;  // C1 control
     }
     if (n == 0) {
       static const char kHex[] = "0123456789abcdef";

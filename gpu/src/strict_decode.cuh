@@ -268,6 +268,69 @@ __device__ __forceinline__ void strict_tile_values(float (&acc)[H][E], float alp
   }
 }
 
+// Where the tiles of one split come from, for a warp of either strict kernel:
+// lane tl = lane & 15 owns token tile_start + tl for block ids, record
+// addresses and fp16 metadata (lanes 16..31 of the metadata read nothing).
+struct StrictTileSource {
+  const DecodeParams& p;
+  const std::int32_t* block_row;
+  core::TokenRange range;
+  int kv_head;
+  int lane;
+  int vec;  // the widest copy the cache alignment allows: 16, 8, 4 or 2 bytes
+
+  __device__ StrictTileSource(const DecodeParams& params, int b, core::TokenRange r, int head, int lane_id,
+                              int record_bytes)
+      : p(params), block_row(params.block_table + std::int64_t{b} * params.max_blocks_per_seq), range(r),
+        kv_head(head), lane(lane_id) {
+    const std::uint64_t align = reinterpret_cast<std::uintptr_t>(p.cache) |
+                                static_cast<std::uint64_t>(p.layout.block_bytes()) | record_bytes;
+    vec = (align & 15) == 0 ? 16 : (align & 7) == 0 ? 8 : (align & 3) == 0 ? 4 : 2;
+  }
+  __device__ int token(int tile_start) const { return tile_start + (lane & 15); }
+  __device__ int block_of(int tile_start) const {
+    const int t = token(tile_start);
+    return t < range.end ? block_row[t / p.layout.block_size] : 0;
+  }
+  __device__ const std::uint8_t* record_of(int tile_start, int blk) const {
+    const int t = token(tile_start);
+    if (t >= range.end) return nullptr;
+    return p.cache + p.layout.block_base(blk) + p.layout.key_data_offset(t % p.layout.block_size, kv_head);
+  }
+  // (value scale, value zero, key norm, 0) of the lane's token.
+  __device__ float4 meta_of(int tile_start, int blk) const {
+    const int t = token(tile_start);
+    if (lane >= 16 || t >= range.end) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const core::BlockLayout& l = p.layout;
+    const std::uint8_t* block = p.cache + l.block_base(blk);
+    const int slot = t % l.block_size;
+    return make_float4(core::read_meta(l, block, slot, kv_head, core::MetaField::kValueScale),
+                       core::read_meta(l, block, slot, kv_head, core::MetaField::kValueZero),
+                       core::decode_key_norm(l, block, slot, kv_head), 0.0f);
+  }
+  // Copies the n records starting at rec (lane t's pointer) into rows.
+  template <int W>
+  __device__ void stage(std::uint32_t (*rows)[W], const std::uint8_t* rec, int n, int record_bytes) const {
+    switch (vec) {
+      case 16: stage_records<16>(rows, rec, n, lane, record_bytes); break;
+      case 8: stage_records<8>(rows, rec, n, lane, record_bytes); break;
+      case 4: stage_records<4>(rows, rec, n, lane, record_bytes); break;
+      default: stage_records<2>(rows, rec, n, lane, record_bytes); break;
+    }
+  }
+};
+
+// The query of this lane's dot16 lane j for H heads (dims j, j + 16, ...), from
+// the prepared query in shared memory; heads past `heads` are zero.
+template <int D, int H>
+__device__ __forceinline__ void load_strict_query(const float (*q)[D], int heads, int j, float (&qr)[H][D / 16]) {
+#pragma unroll
+  for (int g = 0; g < H; ++g) {
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k) qr[g][k] = g < heads ? q[g][j + 16 * k] : 0.0f;
+  }
+}
+
 // Dynamic shared memory: sizeof(StrictShared<D, KB, VB, H>).
 template <int D, int KB, int VB, int H>
 __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodeParams p) {
@@ -291,7 +354,6 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
   const int heads = min(H, p.group - first_head);  // query heads of this block
   const int first_q = kv_head * p.group + first_head;
   const std::int64_t first_row = std::int64_t{b} * p.num_q_heads + first_q;
-  const std::int32_t* block_row = p.block_table + std::int64_t{b} * p.max_blocks_per_seq;
 
   // A static array: its address is a constant, so a lookup is one LDS [offset + imm].
   __shared__ float centroids[core::kMaxCodebookSize];
@@ -306,63 +368,25 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
   const int tg = lane >> 4;
 
   float qr[H][kSteps];
-#pragma unroll
-  for (int g = 0; g < H; ++g) {
-#pragma unroll
-    for (int k = 0; k < kSteps; ++k) qr[g][k] = g < heads ? sm.q[g][j + 16 * k] : 0.0f;
-  }
+  load_strict_query<D, H>(sm.q, heads, j, qr);
   core::SoftmaxState state;
-  float acc[H][E];
-#pragma unroll
-  for (int g = 0; g < H; ++g) {
-#pragma unroll
-    for (int e = 0; e < E; ++e) acc[g][e] = 0.0f;
-  }
-
-  const std::uint64_t align = reinterpret_cast<std::uintptr_t>(p.cache) |
-                              static_cast<std::uint64_t>(l.block_bytes()) | Shared::kRecordBytes;
-  const int vec = (align & 15) == 0 ? 16 : (align & 7) == 0 ? 8 : (align & 3) == 0 ? 4 : 2;
+  float acc[H][E] = {};
 
   const TreeSlots<H> slots(lane);
 
   // Software pipeline over the tiles: while tile i is computed, the records of
   // tile i + 1 are in flight (cp.async into the other buffer), its metadata in
   // registers, and the block ids of tile i + 2 are being loaded.
+  const StrictTileSource src(p, b, range, kv_head, lane, Shared::kRecordBytes);
   const int tl = lane & 15;
-  auto block_of = [&](int tile_start) {
-    const int token = tile_start + tl;
-    return token < range.end ? block_row[token / l.block_size] : 0;
-  };
-  auto record_of = [&](int tile_start, int blk) -> const std::uint8_t* {
-    const int token = tile_start + tl;
-    if (token >= range.end) return nullptr;
-    return p.cache + l.block_base(blk) + l.key_data_offset(token % l.block_size, kv_head);
-  };
-  auto meta_of = [&](int tile_start, int blk) {
-    const int token = tile_start + tl;
-    if (tg != 0 || token >= range.end) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    const std::uint8_t* block = p.cache + l.block_base(blk);
-    const int slot = token % l.block_size;
-    return make_float4(core::read_meta(l, block, slot, kv_head, core::MetaField::kValueScale),
-                       core::read_meta(l, block, slot, kv_head, core::MetaField::kValueZero),
-                       core::decode_key_norm(l, block, slot, kv_head), 0.0f);
-  };
-  auto stage = [&](int buf, const std::uint8_t* rec, int n) {
-    switch (vec) {
-      case 16: stage_records<16>(ws.raw[buf], rec, n, lane, Shared::kRecordBytes); break;
-      case 8: stage_records<8>(ws.raw[buf], rec, n, lane, Shared::kRecordBytes); break;
-      case 4: stage_records<4>(ws.raw[buf], rec, n, lane, Shared::kRecordBytes); break;
-      default: stage_records<2>(ws.raw[buf], rec, n, lane, Shared::kRecordBytes); break;
-    }
-  };
   int blk_next;  // block id of this lane's token in the next tile
   float4 meta_cur;
   {
-    const int blk0 = block_of(range.begin);
-    stage(0, record_of(range.begin, blk0), min(kT, range.end - range.begin));
+    const int blk0 = src.block_of(range.begin);
+    src.stage(ws.raw[0], src.record_of(range.begin, blk0), min(kT, range.end - range.begin), Shared::kRecordBytes);
     cp_async_commit();
-    meta_cur = meta_of(range.begin, blk0);
-    blk_next = block_of(range.begin + kT);
+    meta_cur = src.meta_of(range.begin, blk0);
+    blk_next = src.block_of(range.begin + kT);
   }
 
   int buf = 0;
@@ -372,12 +396,12 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
     const float4 meta_now = meta_cur;
     const std::uint8_t* rec_next = nullptr;
     if (next < range.end) {
-      rec_next = record_of(next, blk_next);
-      meta_cur = meta_of(next, blk_next);
-      blk_next = block_of(next + kT);
+      rec_next = src.record_of(next, blk_next);
+      meta_cur = src.meta_of(next, blk_next);
+      blk_next = src.block_of(next + kT);
     }
     __syncwarp();  // the previous tile's readers of ws (meta, the other buffer) are done
-    if (next < range.end) stage(buf ^ 1, rec_next, min(kT, range.end - next));
+    if (next < range.end) src.stage(ws.raw[buf ^ 1], rec_next, min(kT, range.end - next), Shared::kRecordBytes);
     cp_async_commit();
     if (tg == 0 && tl < n) ws.meta[tl] = meta_now;
     cp_async_wait<1>();  // this tile's records have landed

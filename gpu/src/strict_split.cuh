@@ -64,7 +64,6 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
   const int first_head = chunk * H;
   const int heads = min(H, p.group - first_head);
   const std::int64_t first_row = std::int64_t{b} * p.num_q_heads + kv_head * p.group + first_head;
-  const std::int32_t* block_row = p.block_table + std::int64_t{b} * p.max_blocks_per_seq;
   const core::TokenRange range = core::split_range(seq_len, p.plan_splits, split);
   if (range.empty()) return;  // the whole block: the merge skips empty splits
 
@@ -75,55 +74,18 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
   const int j = lane & 15;
   const int tg = lane >> 4;
   float qr[H][kSteps];
-#pragma unroll
-  for (int g = 0; g < H; ++g) {
-#pragma unroll
-    for (int k = 0; k < kSteps; ++k) qr[g][k] = g < heads ? sm.q[g][j + 16 * k] : 0.0f;
-  }
+  load_strict_query<D, H>(sm.q, heads, j, qr);
   core::SoftmaxState state;
-  float acc[H][E];
-#pragma unroll
-  for (int g = 0; g < H; ++g) {
-#pragma unroll
-    for (int e = 0; e < E; ++e) acc[g][e] = 0.0f;
-  }
+  float acc[H][E] = {};
   const int first_dim = warp * (D / W) + E * lane;  // this lane's value dims in phase B
   const int value_bit = Shared::kKeyBytes * 8 + VB * first_dim;
   const TreeSlots<H> slots(lane);
 
-  const std::uint64_t align = reinterpret_cast<std::uintptr_t>(p.cache) |
-                              static_cast<std::uint64_t>(l.block_bytes()) | Shared::kRecordBytes;
-  const int vec = (align & 15) == 0 ? 16 : (align & 7) == 0 ? 8 : (align & 3) == 0 ? 4 : 2;
-
-  // This warp's tile of a group starting at g0 is [g0 + warp kT, + kT); lanes
-  // 0..15 own its tokens for block ids, record addresses and metadata.
+  // This warp's tile of a group starting at g0 is [g0 + warp kT, + kT).
+  const StrictTileSource src(p, b, range, kv_head, lane, Shared::kRecordBytes);
   const int tl = lane & 15;
-  auto block_of = [&](int tile_start) {
-    const int token = tile_start + tl;
-    return token < range.end ? block_row[token / l.block_size] : 0;
-  };
-  auto record_of = [&](int tile_start, int blk) -> const std::uint8_t* {
-    const int token = tile_start + tl;
-    if (token >= range.end) return nullptr;
-    return p.cache + l.block_base(blk) + l.key_data_offset(token % l.block_size, kv_head);
-  };
-  auto meta_of = [&](int tile_start, int blk) {
-    const int token = tile_start + tl;
-    if (tg != 0 || token >= range.end) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    const std::uint8_t* block = p.cache + l.block_base(blk);
-    const int slot = token % l.block_size;
-    return make_float4(core::read_meta(l, block, slot, kv_head, core::MetaField::kValueScale),
-                       core::read_meta(l, block, slot, kv_head, core::MetaField::kValueZero),
-                       core::decode_key_norm(l, block, slot, kv_head), 0.0f);
-  };
   auto stage = [&](int buf, const std::uint8_t* rec, int n) {
-    if (n <= 0) return;  // this warp has no tile in that group
-    switch (vec) {
-      case 16: stage_records<16>(sm.raw[buf][warp], rec, n, lane, Shared::kRecordBytes); break;
-      case 8: stage_records<8>(sm.raw[buf][warp], rec, n, lane, Shared::kRecordBytes); break;
-      case 4: stage_records<4>(sm.raw[buf][warp], rec, n, lane, Shared::kRecordBytes); break;
-      default: stage_records<2>(sm.raw[buf][warp], rec, n, lane, Shared::kRecordBytes); break;
-    }
+    if (n > 0) src.stage(sm.raw[buf][warp], rec, n, Shared::kRecordBytes);  // n is warp-uniform
   };
   auto tile_tokens = [&](int tile_start) { return max(0, min(kT, range.end - tile_start)); };
 
@@ -132,11 +94,11 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
   float4 meta_cur;
   {
     const int mine = range.begin + warp * kT;
-    const int blk0 = block_of(mine);
-    stage(0, record_of(mine, blk0), tile_tokens(mine));
+    const int blk0 = src.block_of(mine);
+    stage(0, src.record_of(mine, blk0), tile_tokens(mine));
     cp_async_commit();
-    meta_cur = meta_of(mine, blk0);
-    blk_next = block_of(mine + kGroup);
+    meta_cur = src.meta_of(mine, blk0);
+    blk_next = src.block_of(mine + kGroup);
   }
 
   int buf = 0;
@@ -147,9 +109,9 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
     const int next = mine + kGroup;
     const std::uint8_t* rec_next = nullptr;
     if (next < range.end) {
-      rec_next = record_of(next, blk_next);
-      meta_cur = meta_of(next, blk_next);
-      blk_next = block_of(next + kGroup);
+      rec_next = src.record_of(next, blk_next);
+      meta_cur = src.meta_of(next, blk_next);
+      blk_next = src.block_of(next + kGroup);
     }
     __syncthreads();  // phase B of the previous group is done: its buffers and scores are free
     stage(buf ^ 1, rec_next, tile_tokens(next));

@@ -24,35 +24,53 @@ struct DeviceMem {
   DeviceMem& operator=(const DeviceMem&) = delete;
 };
 
+// Device copies of a DecodeProblem's buffers (cache and tables uploaded; query
+// and seq_lens uploaded by the caller when it wants) and DecodeArgs naming them.
+struct DeviceDecode {
+  static constexpr int kDims = 128;
+  DeviceMem cache, query, table, lens, out, lse, work;
+  DecodeArgs args;
+  MutableBuffer workspace;
+  explicit DeviceDecode(const DecodeProblem& p)
+      : cache(p.cache.size()), query(p.query.size()), table(p.block_table.size() * 4), lens(p.seq_lens.size() * 4),
+        out(p.rows() * kDims * 4), lse(p.rows() * 4),
+        work(cuda::decode_workspace_bytes(p.batch, p.num_q_heads, p.num_splits, kDims)) {
+    EXPECT_EQ(p.layout.format.head_dim, kDims);
+    EXPECT_EQ(cudaMemcpy(cache.p, p.cache.data(), p.cache.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(table.p, p.block_table.data(), p.block_table.size() * 4, cudaMemcpyHostToDevice),
+              cudaSuccess);
+    args.query = {query.p, p.query.size()};
+    args.batch = p.batch;
+    args.num_q_heads = p.num_q_heads;
+    args.block_table = {table.p, p.block_table.size() * 4};
+    args.max_blocks_per_seq = p.max_blocks_per_seq;
+    args.seq_lens = {lens.p, p.seq_lens.size() * 4};
+    args.softmax_scale = p.softmax_scale;
+    args.num_splits = p.num_splits;
+    args.out = {out.p, p.rows() * kDims * 4};
+    args.lse = {lse.p, p.rows() * 4};
+    workspace = {work.p, cuda::decode_workspace_bytes(p.batch, p.num_q_heads, p.num_splits, kDims)};
+  }
+  ConstCacheView view(const DecodeProblem& p) const {
+    return ConstCacheView(p.layout, static_cast<const std::uint8_t*>(cache.p), p.num_blocks);
+  }
+};
+
 void replay_and_check(cuda::CudaMode mode) {
   // Fixed capacity: batch 4, up to 3000 tokens per sequence.
   const std::vector<int> capacity = {3000, 3000, 3000, 3000};
   DecodeProblem p = make_problem(Preset::k4BitNc, 128, 16, 4, 4, capacity, 99);
-  const int dims = 128;
-  DeviceMem cache(p.cache.size()), query(p.query.size()), table(p.block_table.size() * 4), lens(p.seq_lens.size() * 4),
-      out(p.rows() * dims * 4), lse(p.rows() * 4),
-      work(cuda::decode_workspace_bytes(p.batch, p.num_q_heads, p.num_splits, dims));
+  const int dims = DeviceDecode::kDims;
+  DeviceDecode d(p);
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreate(&stream));
-  CUDA_OK(cudaMemcpy(cache.p, p.cache.data(), p.cache.size(), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(table.p, p.block_table.data(), p.block_table.size() * 4, cudaMemcpyHostToDevice));
-  const ConstCacheView dcache(p.layout, static_cast<const std::uint8_t*>(cache.p), p.num_blocks);
-  DecodeArgs a;
-  a.query = {query.p, p.query.size()};
-  a.batch = p.batch;
-  a.num_q_heads = p.num_q_heads;
-  a.block_table = {table.p, p.block_table.size() * 4};
-  a.max_blocks_per_seq = p.max_blocks_per_seq;
-  a.seq_lens = {lens.p, p.seq_lens.size() * 4};
-  a.softmax_scale = p.softmax_scale;
-  a.num_splits = p.num_splits;
-  a.out = {out.p, p.rows() * dims * 4};
-  a.lse = {lse.p, p.rows() * 4};
-  const MutableBuffer ws{work.p, cuda::decode_workspace_bytes(p.batch, p.num_q_heads, p.num_splits, dims)};
+  const ConstCacheView dcache = d.view(p);
+  DecodeArgs a = d.args;
+  const MutableBuffer ws = d.workspace;
 
   // Warm-up call outside the capture (module load, function attributes).
-  CUDA_OK(cudaMemcpy(lens.p, p.seq_lens.data(), p.seq_lens.size() * 4, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(query.p, p.query.data(), p.query.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d.lens.p, p.seq_lens.data(), p.seq_lens.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d.query.p, p.query.data(), p.query.size(), cudaMemcpyHostToDevice));
   ASSERT_TRUE(cuda::decode(dcache, a, mode, ws, stream).ok());
   CUDA_OK(cudaStreamSynchronize(stream));
 
@@ -72,15 +90,15 @@ void replay_and_check(cuda::CudaMode mode) {
     if (replay == 2) {  // new cache contents too
       DecodeProblem q = make_problem(Preset::k4BitNc, 128, 16, 4, 4, capacity, 1234);
       p.cache = q.cache;
-      CUDA_OK(cudaMemcpy(cache.p, p.cache.data(), p.cache.size(), cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(d.cache.p, p.cache.data(), p.cache.size(), cudaMemcpyHostToDevice));
     }
-    CUDA_OK(cudaMemcpy(lens.p, p.seq_lens.data(), p.seq_lens.size() * 4, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(query.p, p.query.data(), p.query.size(), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d.lens.p, p.seq_lens.data(), p.seq_lens.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d.query.p, p.query.data(), p.query.size(), cudaMemcpyHostToDevice));
     CUDA_OK(cudaGraphLaunch(exec, stream));
     CUDA_OK(cudaStreamSynchronize(stream));
     std::vector<float> got(p.rows() * dims), got_lse(p.rows());
-    CUDA_OK(cudaMemcpy(got.data(), out.p, got.size() * 4, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(got_lse.data(), lse.p, got_lse.size() * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(got.data(), d.out.p, got.size() * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(got_lse.data(), d.lse.p, got_lse.size() * 4, cudaMemcpyDeviceToHost));
     std::vector<std::uint8_t> ref_out;
     std::vector<float> ref_lse;
     ASSERT_TRUE(decode_reference(p.view(), p.args(DType::kFloat32, ref_out, ref_lse)).ok());
@@ -168,22 +186,12 @@ TEST(GpuApi, OverflowingSizesAreRejectedNotWrapped) {
 TEST(GpuApi, HostPointersAreRejectedNamingTheArgument) {
   TQ_REQUIRE_DEVICE();
   DecodeProblem p = make_problem(Preset::k4BitNc, 128, 16, 2, 4, {100, 37}, 5);
-  const int dims = 128;
-  DeviceMem cache(p.cache.size()), query(p.query.size()), table(p.block_table.size() * 4), lens(p.seq_lens.size() * 4),
-      out(p.rows() * dims * 4), work(cuda::decode_workspace_bytes(p.batch, p.num_q_heads, p.num_splits, dims));
+  const int dims = DeviceDecode::kDims;
+  DeviceDecode d(p);
   std::vector<std::uint8_t> host(p.cache.size() + p.query.size() + 4096);
-  DecodeArgs a;
-  a.query = {query.p, p.query.size()};
-  a.batch = p.batch;
-  a.num_q_heads = p.num_q_heads;
-  a.block_table = {table.p, p.block_table.size() * 4};
-  a.max_blocks_per_seq = p.max_blocks_per_seq;
-  a.seq_lens = {lens.p, p.seq_lens.size() * 4};
-  a.softmax_scale = p.softmax_scale;
-  a.num_splits = p.num_splits;
-  a.out = {out.p, p.rows() * dims * 4};
-  const MutableBuffer ws{work.p, cuda::decode_workspace_bytes(p.batch, p.num_q_heads, p.num_splits, dims)};
-  const ConstCacheView dcache(p.layout, static_cast<const std::uint8_t*>(cache.p), p.num_blocks);
+  const DecodeArgs a = d.args;
+  const MutableBuffer ws = d.workspace;
+  const ConstCacheView dcache = d.view(p);
   const ConstCacheView hcache(p.layout, host.data(), p.num_blocks);
   auto expect_rejected = [](const Status& s, const char* name) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
@@ -202,10 +210,8 @@ TEST(GpuApi, HostPointersAreRejectedNamingTheArgument) {
   expect_rejected(cuda::decode(dcache, a, cuda::CudaMode::kFast, MutableBuffer{host.data(), ws.bytes}, nullptr),
                   "workspace");
   // The same call with device memory everywhere runs, and the context is healthy.
-  CUDA_OK(cudaMemcpy(cache.p, p.cache.data(), p.cache.size(), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(query.p, p.query.data(), p.query.size(), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(table.p, p.block_table.data(), p.block_table.size() * 4, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(lens.p, p.seq_lens.data(), p.seq_lens.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d.query.p, p.query.data(), p.query.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d.lens.p, p.seq_lens.data(), p.seq_lens.size() * 4, cudaMemcpyHostToDevice));
   EXPECT_TRUE(cuda::decode(dcache, a, cuda::CudaMode::kFast, ws, nullptr).ok());
   CUDA_OK(cudaDeviceSynchronize());
 
@@ -215,7 +221,7 @@ TEST(GpuApi, HostPointersAreRejectedNamingTheArgument) {
   e.values = e.keys;
   e.num_tokens = 2;
   e.slot_mapping = {slots.data(), slots.size() * 8};
-  const CacheView wcache(p.layout, static_cast<std::uint8_t*>(cache.p), p.num_blocks);
+  const CacheView wcache(p.layout, static_cast<std::uint8_t*>(d.cache.p), p.num_blocks);
   expect_rejected(cuda::encode(wcache, e, nullptr), "keys");
 }
 

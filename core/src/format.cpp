@@ -36,7 +36,7 @@ Status validate_layout(const BlockLayout& l) {
 
 std::string describe(const Format& f) {
   std::string keys = f.fp8_keys() ? "K fp8-e4m3"
-                                  : "K" + std::to_string(f.key_bits) + " Lloyd-Max" +
+                                  : std::string("K") + std::to_string(f.key_bits) + " Lloyd-Max" +
                                         (f.norm_correction ? " (norm-corrected)" : "");
   return keys + ", V" + std::to_string(f.value_bits) + " uniform, head_dim " + std::to_string(f.head_dim);
 }

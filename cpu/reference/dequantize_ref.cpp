@@ -20,7 +20,7 @@ Status dequantize_reference(const ConstCacheView& cache, const DequantizeArgs& a
     return Status(StatusCode::kOutOfRange, "num_slots = " + std::to_string(a.num_slots) + ": its K/V need more than 2^63 bytes");
   }
   const std::size_t out_bytes = static_cast<std::size_t>(a.num_slots) * l.num_kv_heads * dims * 4;
-  const std::string shape = "[" + std::to_string(a.num_slots) + ", " + std::to_string(l.num_kv_heads) + ", " +
+  const std::string shape = std::string("[") + std::to_string(a.num_slots) + ", " + std::to_string(l.num_kv_heads) + ", " +
                             std::to_string(dims) + "] float32";
   const struct {
     const char* name;

@@ -29,10 +29,10 @@ struct ProblemSpec {
   int extra_blocks = 3;      // unused blocks that tables must never reach
 
   std::string name() const {
-    std::string s = "K" + std::to_string(format.key_bits) + "V" + std::to_string(format.value_bits) + "_D" +
+    std::string s = std::string("K") + std::to_string(format.key_bits) + "V" + std::to_string(format.value_bits) + "_D" +
                     std::to_string(format.head_dim) + "_bs" + std::to_string(block_size) + "_hk" +
                     std::to_string(num_kv_heads) + "_g" + std::to_string(group) + "_seq";
-    for (int l : seq_lens) s += "-" + std::to_string(l);
+    for (int l : seq_lens) s += std::string("-") + std::to_string(l);
     return s + "_seed" + std::to_string(seed);
   }
 };

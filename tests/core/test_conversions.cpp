@@ -31,7 +31,9 @@ TEST(Fp16, AllPatternsWidenExactlyAndRoundTrip) {
       continue;
     }
     EXPECT_EQ(float_to_fp16(f), h) << "pattern " << h;
-    if (have_f16c()) EXPECT_EQ(float_bits(f), float_bits(hw_half_to_float(static_cast<std::uint16_t>(h)))) << h;
+    if (have_f16c()) {
+      EXPECT_EQ(float_bits(f), float_bits(hw_half_to_float(static_cast<std::uint16_t>(h)))) << h;
+    }
   }
 }
 
@@ -88,7 +90,9 @@ TEST(Fp8, AllCodesDecodeAndRoundTrip) {
     }
     EXPECT_EQ(static_cast<double>(f), fp8_exact(static_cast<std::uint8_t>(v))) << v;
     const std::uint8_t back = float_to_fp8_e4m3(f);
-    if (v == 0x80) EXPECT_EQ(back, 0x80);  // -0 keeps its sign
+    if (v == 0x80) {
+      EXPECT_EQ(back, 0x80);  // -0 keeps its sign
+    }
     else EXPECT_EQ(back, v);
   }
 }
@@ -118,7 +122,9 @@ TEST(Fp8, NearestCodeForRandomFloats) {
       const double other = fp8_exact(static_cast<std::uint8_t>(v));
       const double dg = std::fabs(got - f), d_o = std::fabs(other - f);
       ASSERT_LE(dg, d_o) << "f=" << f << " code=" << int(c) << " better=" << v;
-      if (dg == d_o && got != other) ASSERT_EQ(c & 1, 0) << f;
+      if (dg == d_o && got != other) {
+        ASSERT_EQ(c & 1, 0) << f;
+      }
     }
   }
 }

@@ -33,7 +33,7 @@ struct EncodeCase {
   const Codebook* codebook = nullptr;
 
   std::string name() const {
-    return "K" + std::to_string(format.key_bits) + "V" + std::to_string(format.value_bits) + "_D" +
+    return std::string("K") + std::to_string(format.key_bits) + "V" + std::to_string(format.value_bits) + "_D" +
            std::to_string(format.head_dim) + "_bs" + std::to_string(block_size) + "_hk" +
            std::to_string(num_kv_heads) + "_n" + std::to_string(num_tokens) + "_" + dtype_name(dtype) + "_seed" +
            std::to_string(seed) + (rotation ? "_rot" : "") + (codebook ? "_cb" : "");

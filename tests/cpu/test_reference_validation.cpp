@@ -192,11 +192,15 @@ TEST_F(EncodeFixture, NegativeSlotsAreSkippedAndOnlyNamedSlotsWritten) {
     }
   }
   for (std::size_t i = 0; i < work.size(); ++i) {
-    if (!allowed[i]) ASSERT_EQ(work[i], 0xA5) << "byte " << i << " outside slot " << slots[3] << " was written";
+    if (!allowed[i]) {
+      ASSERT_EQ(work[i], 0xA5) << "byte " << i << " outside slot " << slots[3] << " was written";
+    }
   }
   // And those bytes equal the full encode's.
   for (std::size_t i = 0; i < work.size(); ++i) {
-    if (allowed[i]) ASSERT_EQ(work[i], cache[i]) << i;
+    if (allowed[i]) {
+      ASSERT_EQ(work[i], cache[i]) << i;
+    }
   }
 }
 

@@ -170,7 +170,9 @@ TEST(Canary, EncodeWritesExactlyTheBytesOfItsSlots) {
         std::vector<std::uint8_t> clean(p.cache.size(), 0);
         ASSERT_TRUE(encode_reference(CacheView{p.layout, clean.data(), p.num_blocks}, e).ok());
         for (std::size_t i = 0; i < before.size(); ++i) {
-          if (mask[i]) ASSERT_EQ(g_cache.data()[i], clean[i]) << what << " byte " << i;
+          if (mask[i]) {
+            ASSERT_EQ(g_cache.data()[i], clean[i]) << what << " byte " << i;
+          }
         }
       }
     }

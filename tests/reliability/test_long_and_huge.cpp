@@ -90,7 +90,7 @@ TEST(Long, OneMillionTokensMatchFloat64AndEveryBackend) {
 }
 
 // The exact offset, computed in 128-bit arithmetic from FORMAT.md §3.
-using Wide = __int128;
+__extension__ typedef __int128 Wide;  // a GCC/Clang extension (-Wpedantic)
 Wide wide_meta(const BlockLayout& l, int t, int h, MetaField f) {
   const Wide meta = Wide(l.block_size) * l.num_kv_heads * l.format.data_bytes();
   return meta + 2 * ((Wide(h) * l.format.meta_fields() + l.format.field_index(f)) * l.block_size + t);
@@ -118,7 +118,9 @@ TEST(Offsets, SixtyFourBitArithmeticAtHugeIds) {
       const BlockLayout l{f, bs_v, hk_v};
       ASSERT_TRUE(validate_layout(l).ok());
       EXPECT_EQ(Wide(l.block_bytes()), Wide(4096) * 4096 * f.slot_bytes_aligned());
-      if (dims >= 256) EXPECT_GT(l.block_bytes(), std::int64_t{INT32_MAX}) << "one block is beyond int32";
+      if (dims >= 256) {
+        EXPECT_GT(l.block_bytes(), std::int64_t{INT32_MAX}) << "one block is beyond int32";
+      }
       for (int t : {0, 1, 4095}) {
         for (int h : {0, 4095}) {
           EXPECT_EQ(Wide(l.key_data_offset(t, h)), (Wide(t) * 4096 + h) * f.data_bytes());

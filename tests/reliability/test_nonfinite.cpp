@@ -188,7 +188,9 @@ TEST(NonFinite, EncodeOptOutWritesOnlyItsSlotsAndBackendsAgree) {
       return m;
     }();
     for (std::size_t i = 0; i < cache.size(); ++i) {
-      if (!mask[i]) ASSERT_EQ(cache[i], before[i]) << be.name << ": byte " << i << " outside the stored slots changed";
+      if (!mask[i]) {
+        ASSERT_EQ(cache[i], before[i]) << be.name << ": byte " << i << " outside the stored slots changed";
+      }
     }
     if (first.empty()) {
       first = cache;

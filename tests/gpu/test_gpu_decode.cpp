@@ -76,6 +76,31 @@ class GpuDecode : public ::testing::Test {
   void SetUp() override { TQ_REQUIRE_DEVICE(); }
 };
 
+// The golden model's out and LSE (returned) and strict's, compared bit for bit.
+void expect_strict_bit_exact(const DecodeProblem& p, DType out_dtype, std::vector<std::uint8_t>& ref_out,
+                             std::vector<float>& ref_lse) {
+  std::vector<std::uint8_t> gpu_out;
+  std::vector<float> gpu_lse;
+  ASSERT_TRUE(decode_reference(p.view(), p.args(out_dtype, ref_out, ref_lse)).ok());
+  const Status st = cuda::decode_from_host(p.view(), p.args(out_dtype, gpu_out, gpu_lse), cuda::CudaMode::kStrict);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  const std::int64_t at = first_difference(ref_out.data(), gpu_out.data(), ref_out.size());
+  EXPECT_EQ(at, -1) << "strict out differs at byte " << at;
+  EXPECT_EQ(first_difference(ref_lse.data(), gpu_lse.data(), ref_lse.size() * 4), -1) << "strict lse differs";
+}
+
+// A grid of many warps (24 sequences x 8 KV heads x 32 splits), so that strict
+// runs its one-warp-per-split kernel; small enough for compute-sanitizer
+// (bench/gpu/run_h200.sh puts GpuDecode.LargeGrid* in its sanitizer filter).
+TEST_F(GpuDecode, LargeGridStrictBitExact) {
+  const Shape s{Preset::k4BitNc, 128, 16, 8, 4, std::vector<int>(24, 200), 32, DType::kFloat32, DType::kFloat32};
+  const DecodeProblem p = build(s, 7);
+  SCOPED_TRACE(describe(p));
+  std::vector<std::uint8_t> ref_out;
+  std::vector<float> ref_lse;
+  expect_strict_bit_exact(p, DType::kFloat32, ref_out, ref_lse);
+}
+
 // One golden-model run per shape, compared with both modes.
 TEST_F(GpuDecode, StrictBitExactAndFastWithinTolerance) {
   const std::uint32_t seed = 20261129;
@@ -84,14 +109,10 @@ TEST_F(GpuDecode, StrictBitExactAndFastWithinTolerance) {
   for (const Shape& s : shapes(seed)) {
     const DecodeProblem p = build(s, seed + 17 * index++);
     SCOPED_TRACE(describe(p));
-    std::vector<std::uint8_t> ref_out, gpu_out;
-    std::vector<float> ref_lse, gpu_lse;
-    ASSERT_TRUE(decode_reference(p.view(), p.args(s.out_dtype, ref_out, ref_lse)).ok());
-    Status st = cuda::decode_from_host(p.view(), p.args(s.out_dtype, gpu_out, gpu_lse), cuda::CudaMode::kStrict);
-    ASSERT_TRUE(st.ok()) << st.to_string();
-    const std::int64_t at = first_difference(ref_out.data(), gpu_out.data(), ref_out.size());
-    EXPECT_EQ(at, -1) << "strict out differs at byte " << at;
-    EXPECT_EQ(first_difference(ref_lse.data(), gpu_lse.data(), ref_lse.size() * 4), -1) << "strict lse differs";
+    std::vector<std::uint8_t> ref_out;
+    std::vector<float> ref_lse;
+    expect_strict_bit_exact(p, s.out_dtype, ref_out, ref_lse);
+    Status st;
 
     // Fast: same problem, fp32 output, relative L2 against the golden output.
     std::vector<std::uint8_t> ref32, fast_out;

@@ -10,7 +10,7 @@ DEB_PACKAGES := cmake ninja-build g++ make libtbb-dev libeigen3-dev libxsimd-dev
                 libgtest-dev libgmock-dev googletest libbenchmark-dev nlohmann-json3-dev libcli11-dev
 
 TQ := $(BUILD_DIR)/tools/tq/tq
-CASES := $(sort $(wildcard tests/data/vllm-soa/*))
+CASES := $(sort $(patsubst %/meta.json,%,$(wildcard tests/data/vllm-soa/*/meta.json)))
 
 .PHONY: all deps configure build test run clean
 

@@ -11,7 +11,6 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
-#include <cstring>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -22,7 +21,6 @@
 
 #include "bandwidth_probe.hpp"
 #include "common/random_problem.hpp"
-#include "turboquant/core/half.hpp"
 #include "turboquant/cpu.hpp"
 
 namespace turboquant::bench {
@@ -91,26 +89,12 @@ void decode(benchmark::State& st, Preset preset, int batch, int seq_len, int thr
   report(st, seconds, token_heads * p.layout.format.slot_bytes(), token_heads, isa == "reference" ? 1 : threads);
 }
 
-// K or V converted to `t` (fp32: as is).
-std::vector<std::uint8_t> as_dtype(const std::vector<float>& x, DType t) {
-  std::vector<std::uint8_t> out(x.size() * dtype_size(t));
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    if (t == DType::kFloat32) {
-      std::memcpy(&out[4 * i], &x[i], 4);
-    } else {
-      const std::uint16_t h = t == DType::kFloat16 ? core::float_to_fp16(x[i]) : core::float_to_bf16(x[i]);
-      std::memcpy(&out[2 * i], &h, 2);
-    }
-  }
-  return out;
-}
-
 // Encode of `tokens` tokens x Hk heads (K/V of `dtype` in, a cache slot each).
 void encode(benchmark::State& st, Preset preset, int tokens, DType dtype, int threads, std::string isa) {
   const testing::Problem& p = problem(preset, 1, tokens, /*keep_inputs=*/true);
   std::vector<std::uint8_t> cache = p.cache;
-  const std::vector<std::uint8_t> keys = as_dtype(p.keys, dtype);
-  const std::vector<std::uint8_t> values = as_dtype(p.values, dtype);
+  const std::vector<std::uint8_t> keys = testing::as_dtype_bytes(p.keys, dtype);
+  const std::vector<std::uint8_t> values = testing::as_dtype_bytes(p.values, dtype);
   EncodeArgs e;
   e.keys = {keys.data(), keys.size()};
   e.values = {values.data(), values.size()};

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "turboquant/decode.hpp"
+#include "turboquant/detail/elements.hpp"
 #include "turboquant/encode.hpp"
 
 namespace turboquant::testing {
@@ -127,6 +128,14 @@ inline Problem make_problem(const ProblemSpec& spec) {
   const Status s = encode_reference(CacheView{p.layout, p.cache.data(), p.num_blocks}, e);
   if (!s.ok()) std::fprintf(stderr, "make_problem(%s): %s\n", spec.name().c_str(), s.to_string().c_str());
   return p;
+}
+
+// x narrowed to dtype `t` (round to nearest even; fp32 as is), as raw bytes:
+// K/V inputs of another dtype for the encoders.
+inline std::vector<std::uint8_t> as_dtype_bytes(const std::vector<float>& x, DType t) {
+  std::vector<std::uint8_t> out(x.size() * dtype_size(t));
+  for (std::size_t i = 0; i < x.size(); ++i) detail::store_element(out.data(), t, static_cast<std::int64_t>(i), x[i]);
+  return out;
 }
 
 // Relative L2 error ||got - want|| / ||want|| (0 when both are 0).

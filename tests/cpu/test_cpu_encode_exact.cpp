@@ -10,9 +10,9 @@
 #include <numeric>
 #include <random>
 
+#include "common/random_problem.hpp"
 #include "cpu_test_util.hpp"
 #include "turboquant/codebook.hpp"
-#include "turboquant/core/half.hpp"
 #include "turboquant/cpu.hpp"
 
 namespace turboquant {
@@ -45,19 +45,6 @@ struct Inputs {
   std::vector<float> k, v;
 };
 
-std::vector<std::uint8_t> to_bytes(const std::vector<float>& x, DType t) {
-  std::vector<std::uint8_t> out(x.size() * dtype_size(t));
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    if (t == DType::kFloat32) {
-      std::memcpy(&out[4 * i], &x[i], 4);
-    } else {
-      const std::uint16_t h = t == DType::kFloat16 ? core::float_to_fp16(x[i]) : core::float_to_bf16(x[i]);
-      std::memcpy(&out[2 * i], &h, 2);
-    }
-  }
-  return out;
-}
-
 void expect_exact(const EncodeCase& c, const Inputs& in, const std::vector<CpuRun>& runs) {
   const std::string config = c.name();
   SCOPED_TRACE(config);
@@ -74,8 +61,8 @@ void expect_exact(const EncodeCase& c, const Inputs& in, const std::vector<CpuRu
   std::vector<std::uint8_t> initial(static_cast<std::size_t>(num_blocks * layout.block_bytes()));
   for (auto& byte : initial) byte = static_cast<std::uint8_t>(rng());
 
-  const std::vector<std::uint8_t> kb = to_bytes(in.k, c.dtype);
-  const std::vector<std::uint8_t> vb = to_bytes(in.v, c.dtype);
+  const std::vector<std::uint8_t> kb = testing::as_dtype_bytes(in.k, c.dtype);
+  const std::vector<std::uint8_t> vb = testing::as_dtype_bytes(in.v, c.dtype);
   EncodeArgs a;
   a.keys = {kb.data(), kb.size()};
   a.values = {vb.data(), vb.size()};

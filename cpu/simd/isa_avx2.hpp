@@ -121,20 +121,23 @@ struct Isa<xsimd::fma3<xsimd::avx2>> {
     }
   }
 
-  static float max16(const F* v) {
-    __m256 x = _mm256_max_ps(v[0], v[1]);
-    x = _mm256_max_ps(x, _mm256_permute2f128_ps(x, x, 1));
-    x = _mm256_max_ps(x, _mm256_permute_ps(x, _MM_SHUFFLE(1, 0, 3, 2)));
-    x = _mm256_max_ps(x, _mm256_permute_ps(x, _MM_SHUFFLE(2, 3, 0, 1)));
+  // The 16 lanes of v combined by `op` in the contract's tree order: lane j with
+  // j+8 (the two registers), then j+4, j+2, j+1; the result is lane 0.
+  template <class Op>
+  static float tree16(const F* v, Op op) {
+    __m256 x = op(v[0], v[1]);                                 // j, j+8
+    x = op(x, _mm256_permute2f128_ps(x, x, 1));                // j, j+4
+    x = op(x, _mm256_permute_ps(x, _MM_SHUFFLE(1, 0, 3, 2)));  // j, j+2
+    x = op(x, _mm256_permute_ps(x, _MM_SHUFFLE(2, 3, 0, 1)));  // j, j+1
     return _mm256_cvtss_f32(x);
   }
 
+  static float max16(const F* v) {
+    return tree16(v, [](__m256 a, __m256 b) { return _mm256_max_ps(a, b); });
+  }
+
   static float reduce_one(const F* v) {
-    __m256 x = _mm256_add_ps(v[0], v[1]);                                 // j += j+8
-    x = _mm256_add_ps(x, _mm256_permute2f128_ps(x, x, 1));                // j += j+4
-    x = _mm256_add_ps(x, _mm256_permute_ps(x, _MM_SHUFFLE(1, 0, 3, 2)));  // j += j+2
-    x = _mm256_add_ps(x, _mm256_permute_ps(x, _MM_SHUFFLE(2, 3, 0, 1)));  // j += j+1
-    return _mm256_cvtss_f32(x);
+    return tree16(v, [](__m256 a, __m256 b) { return _mm256_add_ps(a, b); });
   }
 
   template <int H>
@@ -171,11 +174,7 @@ struct Isa<xsimd::fma3<xsimd::avx2>> {
   }
 
   static float min16(const F* v) {
-    __m256 x = _mm256_min_ps(v[0], v[1]);
-    x = _mm256_min_ps(x, _mm256_permute2f128_ps(x, x, 1));
-    x = _mm256_min_ps(x, _mm256_permute_ps(x, _MM_SHUFFLE(1, 0, 3, 2)));
-    x = _mm256_min_ps(x, _mm256_permute_ps(x, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm256_cvtss_f32(x);
+    return tree16(v, [](__m256 a, __m256 b) { return _mm256_min_ps(a, b); });
   }
 
   static __m128i codes_to_bytes(const Codes& c) {

@@ -51,11 +51,11 @@ has build && { run_step build 300 bash -c build || { log "build failed"; exit 1;
 has test && run_step test 200 $B/tests/test_gpu --gtest_color=no
 has bench && run_step bench 150 $B/bench/gpu/bench_gpu --csv "$OUT/bench.csv"
 has sdpa && PYTHONUNBUFFERED=1 run_step sdpa 90 python3 bench/gpu/sdpa_baseline.py --csv "$OUT/sdpa.csv"
-SAN_FILTER='GpuCases.*:GpuGraph.*:GpuDecode.LargeGrid*'
+SAN_FILTER='GpuCases.*:GpuGraph.*:GpuDecode.LargeGrid*:GpuEncode.Misaligned*'
 has memcheck && run_step memcheck 120 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
   $B/tests/test_gpu --gtest_filter="$SAN_FILTER" --gtest_color=no
 has racecheck && run_step racecheck 120 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 \
-  $B/tests/test_gpu --gtest_filter="GpuCases.*:GpuDecode.LargeGrid*" --gtest_color=no
+  $B/tests/test_gpu --gtest_filter="GpuCases.*:GpuDecode.LargeGrid*:GpuEncode.Misaligned*" --gtest_color=no
 has initcheck && run_step initcheck 150 compute-sanitizer --tool initcheck --error-exitcode 9 \
   $B/tests/test_gpu --gtest_filter="$SAN_FILTER" --gtest_color=no
 has synccheck && run_step synccheck 120 compute-sanitizer --tool synccheck --error-exitcode 9 \

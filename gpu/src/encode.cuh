@@ -1,12 +1,16 @@
 // Encode (vLLM's store) on the GPU, byte-identical to encode_reference /
-// core::encode_token_head. One group of 8 lanes per (token, KV head); lane
-// `sub` holds dims sub, sub + 8, ... The element-wise steps call core/
-// (div_rn, bucketize order, value_code, fp8 and fp16 narrowing, pack_codes,
-// write_meta, offsets); the reductions are group_contract.cuh's exact
-// re-evaluations of dot16, fwht and the min/max scan.
+// core::encode_token_head. A group of D/32 lanes per (token, KV head), laid
+// out as group_contract.cuh describes: every lane loads one vector per 16-dim
+// row and owns whole dot-lanes, so the reductions are short. The element-wise
+// steps call core/ (bucketize order, value_code_of_quotient, fp8 and fp16
+// narrowing, write_meta, offsets); the packing is core::pack_codes' bit order
+// (code d at bit bits*d) done on words.
 //
-// Two steps of core/quantize.hpp are restated here because their core
-// functions take the whole vector and do the reduction inside:
+// The divisions by the key's norm and by the value scale share one divisor per
+// vector, so they go through core::div_rn_by_reciprocal (div_rn's bits, four
+// FMAs and a multiply) when the operands are in its range, else div_rn.
+// Two steps of core/quantize.hpp are restated because their core functions
+// take the whole vector and reduce inside:
 //   normalize_key    norm = sqrt_rn(dot16(k, k)); x = div_rn(k, add_rn(norm, 1e-8))
 //   stored_key_norm  norm * div_rn(1, sqrt_rn(add_rn(dot16(c, c), 1e-16)))
 // value_params is called on the pair {min, max}, which reproduces its scan.
@@ -19,8 +23,10 @@
 
 namespace turboquant::cuda::detail {
 
+// The dense-rotation path rotates in one lane per vector (slow, old producers
+// only), so its blocks are small.
 template <bool kDense>
-inline constexpr int kEncodeThreads = kDense ? 64 : 256;
+inline constexpr int kEncodeThreads = kDense ? 32 : 256;
 
 // Number of midpoints <= y for sorted midpoints: core::Codebook::bucketize as
 // a binary search (equal for sorted midpoints, which can_implement checks; NaN
@@ -35,41 +41,187 @@ __device__ __forceinline__ int bucketize_sorted(const core::Codebook& cb, float 
   return idx;
 }
 
-// Element type of the K/V inputs, fixed at compile time (no per-element branch,
-// constant-offset addressing).
 template <DType kT>
-__device__ __forceinline__ float load_input(const void* base, std::int64_t i) {
-  if constexpr (kT == DType::kFloat32) {
-    return static_cast<const float*>(base)[i];
-  } else {
-    const std::uint16_t h = static_cast<const std::uint16_t*>(base)[i];
-    return kT == DType::kFloat16 ? core::fp16_to_float(h) : core::bf16_to_float(h);
+inline constexpr int kInputBytes = kT == DType::kFloat32 ? 4 : 2;
+
+template <DType kT>
+__device__ __forceinline__ float widen(std::uint32_t bits) {
+  if constexpr (kT == DType::kFloat32) return core::bits_float(bits);
+  const auto h = static_cast<std::uint16_t>(bits);
+  return kT == DType::kFloat16 ? core::fp16_to_float(h) : core::bf16_to_float(h);
+}
+
+// One lane's share of a K or V vector: kRun contiguous elements per row, one
+// load each when the input allows (`aligned`: base pointer aligned to the run).
+template <int D, DType kT>
+__device__ __forceinline__ void load_vector(const void* base, std::int64_t first, int sub, bool aligned,
+                                            float (&out)[EncodeGroup<D>::kElems]) {
+  using G = EncodeGroup<D>;
+  constexpr int kBytes = G::kRun * kInputBytes<kT>;  // 8, 16 or 32
+  constexpr int kPerWord = 4 / kInputBytes<kT>;
+  const char* row0 = static_cast<const char*>(base) + (first + G::kRun * sub) * kInputBytes<kT>;
+#pragma unroll
+  for (int r = 0; r < G::kRows; ++r) {
+    const char* src = row0 + r * 16 * kInputBytes<kT>;
+    if (aligned) {
+      std::uint32_t w[kBytes / 4];
+      if constexpr (kBytes == 4) {
+        w[0] = *reinterpret_cast<const std::uint32_t*>(src);
+      } else if constexpr (kBytes >= 16) {
+#pragma unroll
+        for (int k = 0; k < kBytes / 16; ++k) {
+          const uint4 t = reinterpret_cast<const uint4*>(src)[k];
+          w[4 * k] = t.x;
+          w[4 * k + 1] = t.y;
+          w[4 * k + 2] = t.z;
+          w[4 * k + 3] = t.w;
+        }
+      } else {
+        const uint2 t = *reinterpret_cast<const uint2*>(src);
+        w[0] = t.x;
+        w[1] = t.y;
+      }
+#pragma unroll
+      for (int e = 0; e < G::kRun; ++e) {
+        out[r * G::kRun + e] = widen<kT>(w[e / kPerWord] >> (32 / kPerWord * (e % kPerWord)));
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < G::kRun; ++e) {
+        std::uint32_t bits;
+        if constexpr (kT == DType::kFloat32) {
+          bits = reinterpret_cast<const std::uint32_t*>(src)[e];
+        } else {
+          bits = reinterpret_cast<const std::uint16_t*>(src)[e];
+        }
+        out[r * G::kRun + e] = widen<kT>(bits);
+      }
+    }
   }
 }
 
-// Shared memory per group: codes[D] bytes, then (dense rotation) x[D], y[D] floats.
-template <int D, bool kDense>
-__host__ __device__ constexpr int encode_group_smem() {
-  return D + (kDense ? 2 * D * 4 : 0);
+// Codes of one lane's elements into the vector's code bytes (dim order), one
+// shared-memory store per row.
+template <int D>
+__device__ __forceinline__ void stage_codes(std::uint8_t* codes, int sub, const int (&c)[EncodeGroup<D>::kElems]) {
+  using G = EncodeGroup<D>;
+#pragma unroll
+  for (int r = 0; r < G::kRows; ++r) {
+    std::uint32_t w[(G::kRun + 3) / 4] = {};
+#pragma unroll
+    for (int e = 0; e < G::kRun; ++e) w[e / 4] |= static_cast<std::uint32_t>(c[r * G::kRun + e]) << (8 * (e % 4));
+    std::uint8_t* dst = codes + 16 * r + G::kRun * sub;
+    if constexpr (G::kRun == 8) {
+      *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+    } else if constexpr (G::kRun == 4) {
+      *reinterpret_cast<std::uint32_t*>(dst) = w[0];
+    } else {
+      *reinterpret_cast<std::uint16_t*>(dst) = static_cast<std::uint16_t>(w[0]);
+    }
+  }
+}
+
+// kBytes bytes (a multiple of 4) from words to dst, as wide as dst's alignment allows.
+template <int kBytes>
+__device__ __forceinline__ void store_bytes(std::uint8_t* dst, const std::uint32_t (&w)[kBytes / 4]) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(dst);
+  if (kBytes % 16 == 0 && addr % 16 == 0) {
+#pragma unroll
+    for (int k = 0; k < kBytes / 16; ++k) {
+      reinterpret_cast<uint4*>(dst)[k] = make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
+    }
+  } else if (addr % 4 == 0) {
+#pragma unroll
+    for (int k = 0; k < kBytes / 4; ++k) reinterpret_cast<std::uint32_t*>(dst)[k] = w[k];
+  } else if (addr % 2 == 0) {
+#pragma unroll
+    for (int k = 0; k < kBytes / 2; ++k) {
+      reinterpret_cast<std::uint16_t*>(dst)[k] = static_cast<std::uint16_t>(w[k / 2] >> (16 * (k % 2)));
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kBytes; ++k) dst[k] = static_cast<std::uint8_t>(w[k / 4] >> (8 * (k % 4)));
+  }
+}
+
+// Lane `sub` packs the code bytes of dims [32 sub, 32 sub + 32) (code d at bit
+// bits*d, as core::pack_codes) and stores them at record + 4 * bits * sub.
+template <int kBits>
+__device__ __forceinline__ void pack_and_store(const std::uint8_t* codes, int sub, std::uint8_t* record) {
+  std::uint32_t c[8];  // code bytes, four per word
+  const uint4* src = reinterpret_cast<const uint4*>(codes + 32 * sub);
+  const uint4 c0 = src[0];
+  const uint4 c1 = src[1];
+  c[0] = c0.x, c[1] = c0.y, c[2] = c0.z, c[3] = c0.w, c[4] = c1.x, c[5] = c1.y, c[6] = c1.z, c[7] = c1.w;
+  std::uint8_t* dst = record + 4 * kBits * sub;
+  if constexpr (kBits == 8) {
+    store_bytes<32>(dst, c);
+  } else if constexpr (kBits == 4) {
+    std::uint32_t w[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      // Bytes 0 and 2 of c | c >> 4 hold c0 | c1 << 4 and c2 | c3 << 4 (codes < 16).
+      const std::uint32_t lo = c[2 * k] | (c[2 * k] >> 4);
+      const std::uint32_t hi = c[2 * k + 1] | (c[2 * k + 1] >> 4);
+      w[k] = __byte_perm(lo, hi, 0x6420);
+    }
+    store_bytes<16>(dst, w);
+  } else {
+    static_assert(kBits == 3, "3, 4 or 8 bits");
+    std::uint32_t g[4];  // 24-bit groups of 8 codes
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      std::uint32_t v = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v |= ((c[2 * k + j / 4] >> (8 * (j % 4))) & 7u) << (3 * j);
+      g[k] = v;
+    }
+    const std::uint32_t w[3] = {g[0] | (g[1] << 24), (g[1] >> 8) | (g[2] << 16), (g[2] >> 16) | (g[3] << 8)};
+    store_bytes<12>(dst, w);
+  }
+}
+
+__device__ __forceinline__ void pack_and_store_any(int bits, const std::uint8_t* codes, int sub, std::uint8_t* record) {
+  if (bits == 8) {
+    pack_and_store<8>(codes, sub, record);
+  } else if (bits == 4) {
+    pack_and_store<4>(codes, sub, record);
+  } else {
+    pack_and_store<3>(codes, sub, record);
+  }
+}
+
+// Whether every nonzero |a| is >= core::kReciprocalDividendMin: 2|a| - 1 as an
+// unsigned (zero wraps to the top) against the threshold's. fp16 inputs always
+// are (their smallest nonzero magnitude is 2^-24).
+template <int D, DType kT>
+__device__ __forceinline__ bool dividends_in_range(const float (&a)[EncodeGroup<D>::kElems]) {
+  if constexpr (kT == DType::kFloat16) return true;
+  std::uint32_t smallest = 0xffffffffu;
+#pragma unroll
+  for (int x = 0; x < EncodeGroup<D>::kElems; ++x) smallest = min(smallest, 2u * core::float_bits(a[x]) - 1u);
+  return smallest >= 2u * core::float_bits(core::kReciprocalDividendMin) - 1u;
 }
 
 template <int D, bool kDense, DType kT>
 __global__ void __launch_bounds__(kEncodeThreads<kDense>) encode_kernel(EncodeParams p) {
-  constexpr int kE = D / kGroupLanes;
-  constexpr int kGroupSmem = encode_group_smem<D, kDense>();
+  using G = EncodeGroup<D>;
+  constexpr int kVectors = kEncodeThreads<kDense> / G::kLanes;
+  constexpr int kCodeStride = D + 16;  // per vector; the 16 spreads the groups over the banks
   __shared__ core::Codebook cb;
-  __shared__ __align__(16) std::uint8_t group_smem[kEncodeThreads<kDense> / kGroupLanes * kGroupSmem];
+  __shared__ __align__(16) std::uint8_t code_smem[kVectors * kCodeStride];
+  __shared__ __align__(16) float dense_smem[kDense ? kVectors * 2 * D : 1];
   if (threadIdx.x == 0) cb = p.codebook;
   __syncthreads();
 
   const core::BlockLayout& l = p.layout;
   const core::Format& f = l.format;
   const int lane = threadIdx.x & 31;
-  const int sub = lane & (kGroupLanes - 1);
-  const unsigned mask = 0xffu << (lane & ~(kGroupLanes - 1));
-  const int leader = lane & ~(kGroupLanes - 1);
-  const int group_in_block = threadIdx.x / kGroupLanes;
-  const std::int64_t item = std::int64_t{blockIdx.x} * (kEncodeThreads<kDense> / kGroupLanes) + group_in_block;
+  const int sub = lane & (G::kLanes - 1);
+  const int leader = lane - sub;
+  const unsigned mask = G::mask(lane);
+  const int vec = threadIdx.x / G::kLanes;
+  const std::int64_t item = std::int64_t{blockIdx.x} * kVectors + vec;
   if (item >= p.num_tokens * l.num_kv_heads) return;
   const std::int64_t token = item / l.num_kv_heads;
   const int h = static_cast<int>(item % l.num_kv_heads);
@@ -77,73 +229,86 @@ __global__ void __launch_bounds__(kEncodeThreads<kDense>) encode_kernel(EncodePa
   if (slot < 0) return;  // vLLM's padding convention; the whole group leaves together
   std::uint8_t* block = p.cache + l.block_base(slot / l.block_size);
   const int t = static_cast<int>(slot % l.block_size);
-  std::uint8_t* codes = group_smem + group_in_block * kGroupSmem;
+  std::uint8_t* codes = code_smem + vec * kCodeStride;
+  int code[G::kElems];
 
-  float k[kE];
-  float v[kE];
-  const std::int64_t first = item * D;
+  {
+    float k[G::kElems];
+    load_vector<D, kT>(p.keys, item * D, sub, p.aligned_inputs, k);
+    if (f.fp8_keys()) {
 #pragma unroll
-  for (int i = 0; i < kE; ++i) {
-    k[i] = load_input<kT>(p.keys, first + sub + kGroupLanes * i);
-    v[i] = load_input<kT>(p.values, first + sub + kGroupLanes * i);
-  }
-
-  std::uint8_t* key_bytes = block + l.key_data_offset(t, h);
-  if (f.fp8_keys()) {
-#pragma unroll
-    for (int i = 0; i < kE; ++i) key_bytes[sub + kGroupLanes * i] = core::float_to_fp8_e4m3(k[i]);
-  } else {
-    const float norm = core::sqrt_rn(group_dot16(k, k, mask));
-    const float denom = core::add_rn(norm, core::kNormEpsilon);
-    float y[kE];
-#pragma unroll
-    for (int i = 0; i < kE; ++i) y[i] = core::div_rn(k[i], denom);
-    if constexpr (kDense) {
-      float* xs = reinterpret_cast<float*>(codes + D);
-      float* ys = xs + D;
-#pragma unroll
-      for (int i = 0; i < kE; ++i) xs[sub + kGroupLanes * i] = y[i];
-      __syncwarp(mask);
-      if (sub == 0) core::rotate_forward(core::Rotation{p.rotation}, xs, ys, D);
-      __syncwarp(mask);
-#pragma unroll
-      for (int i = 0; i < kE; ++i) y[i] = ys[sub + kGroupLanes * i];
+      for (int x = 0; x < G::kElems; ++x) code[x] = core::float_to_fp8_e4m3(k[x]);
     } else {
-      group_fwht(y, sub, mask);
-      const float scale = core::inv_sqrt_pow2(D);
+      const float norm = core::sqrt_rn(group_dot16<D>(k, k, mask));
+      const float denom = core::add_rn(norm, core::kNormEpsilon);
+      float y[G::kElems];
+      if (__all_sync(mask, core::reciprocal_divisor_in_range(denom) && dividends_in_range<D, kT>(k))) {
+        const float recip = core::div_rn(1.0f, denom);
 #pragma unroll
-      for (int i = 0; i < kE; ++i) y[i] = core::mul_rn(y[i], scale);
-    }
+        for (int x = 0; x < G::kElems; ++x) y[x] = core::div_rn_by_reciprocal(k[x], denom, recip);
+      } else {
 #pragma unroll
-    for (int i = 0; i < kE; ++i) {
-      const int code = bucketize_sorted(cb, y[i]);
-      codes[sub + kGroupLanes * i] = static_cast<std::uint8_t>(code);
-      y[i] = cb.centroids[code];  // the reconstruction c[idx], as encode_token_head reuses y
+        for (int x = 0; x < G::kElems; ++x) y[x] = core::div_rn(k[x], denom);
+      }
+      if constexpr (kDense) {
+        float* xs = dense_smem + vec * 2 * D;
+        float* ys = xs + D;
+#pragma unroll
+        for (int x = 0; x < G::kElems; ++x) xs[G::dim(sub, x)] = y[x];
+        __syncwarp(mask);
+        if (sub == 0) core::rotate_forward(core::Rotation{p.rotation}, xs, ys, D);
+        __syncwarp(mask);
+#pragma unroll
+        for (int x = 0; x < G::kElems; ++x) y[x] = ys[G::dim(sub, x)];
+      } else {
+        group_fwht<D>(y, sub, mask);
+        const float scale = core::inv_sqrt_pow2(D);
+#pragma unroll
+        for (int x = 0; x < G::kElems; ++x) y[x] = core::mul_rn(y[x], scale);
+      }
+#pragma unroll
+      for (int x = 0; x < G::kElems; ++x) {
+        code[x] = bucketize_sorted(cb, y[x]);
+        y[x] = cb.centroids[code[x]];  // the reconstruction c[idx], as encode_token_head reuses y
+      }
+      float stored = norm;
+      if (f.norm_correction) {
+        const float sum_sq = group_dot16<D>(y, y, mask);
+        stored = core::mul_rn(norm, core::div_rn(1.0f, core::sqrt_rn(core::add_rn(sum_sq, core::kCorrectionEpsilon))));
+      }
+      if (sub == 0) core::write_meta(l, block, t, h, core::MetaField::kKeyNorm, stored);
     }
-    float stored = norm;
-    if (f.norm_correction) {
-      const float sum_sq = group_dot16(y, y, mask);
-      stored = core::mul_rn(norm, core::div_rn(1.0f, core::sqrt_rn(core::add_rn(sum_sq, core::kCorrectionEpsilon))));
-    }
+    stage_codes<D>(codes, sub, code);
     __syncwarp(mask);
-    for (int g8 = sub; g8 < D / 8; g8 += kGroupLanes) {
-      core::pack_codes(f.key_bits, codes + 8 * g8, 8, key_bytes + g8 * f.key_bits);
-    }
-    if (sub == 0) core::write_meta(l, block, t, h, core::MetaField::kKeyNorm, stored);
-    __syncwarp(mask);
+    pack_and_store_any(f.key_bits, codes, sub, block + l.key_data_offset(t, h));
+    __syncwarp(mask);  // the code bytes are reused for the values
   }
 
-  const float extremes[2] = {group_extreme<true>(v, sub, mask, leader), group_extreme<false>(v, sub, mask, leader)};
-  const core::ValueParams vp = core::value_params(extremes, 2, f.value_bits);
+  float v[G::kElems];
+  load_vector<D, kT>(p.values, item * D, sub, p.aligned_inputs, v);
+  const float2 extremes = group_min_max<D>(v, sub, mask, leader);
+  const float pair[2] = {extremes.x, extremes.y};
+  const core::ValueParams vp = core::value_params(pair, 2, f.value_bits);
+  // Every lane of the group sees the same scale, so the branch is group-uniform.
+  // The dividends v - zero need no range check: they are NaN (code 0 either
+  // way), or at most scale * levels (in range), or below kReciprocalDividendMin,
+  // where both quotients are under 2^-38 and round to code 0.
+  if (core::reciprocal_divisor_in_range(vp.scale)) {
+    const float recip = core::div_rn(1.0f, vp.scale);
 #pragma unroll
-  for (int i = 0; i < kE; ++i) codes[sub + kGroupLanes * i] = static_cast<std::uint8_t>(core::value_code(v[i], vp, f.value_bits));
-  __syncwarp(mask);
-  std::uint8_t* value_bytes = block + l.value_data_offset(t, h);
-  for (int g8 = sub; g8 < D / 8; g8 += kGroupLanes) {
-    core::pack_codes(f.value_bits, codes + 8 * g8, 8, value_bytes + g8 * f.value_bits);
+    for (int x = 0; x < G::kElems; ++x) {
+      const float q = core::div_rn_by_reciprocal(core::sub_rn(v[x], vp.zero), vp.scale, recip);
+      code[x] = core::value_code_of_quotient(q, f.value_bits);
+    }
+  } else {
+#pragma unroll
+    for (int x = 0; x < G::kElems; ++x) code[x] = core::value_code(v[x], vp, f.value_bits);
   }
+  stage_codes<D>(codes, sub, code);
+  __syncwarp(mask);
+  pack_and_store_any(f.value_bits, codes, sub, block + l.value_data_offset(t, h));
   if (sub == 0) core::write_meta(l, block, t, h, core::MetaField::kValueScale, vp.scale);
-  if (sub == 1) core::write_meta(l, block, t, h, core::MetaField::kValueZero, vp.zero);
+  if (sub == G::kLanes - 1) core::write_meta(l, block, t, h, core::MetaField::kValueZero, vp.zero);
 }
 
 }  // namespace turboquant::cuda::detail

@@ -1,13 +1,20 @@
 // Instantiations and launcher of the encode kernel (--fmad=false).
+#include <algorithm>
+#include <cstdint>
+
 #include "encode.cuh"
 #include "launch.hpp"
 
 namespace turboquant::cuda::detail {
 
 template <int D, bool kDense, DType kT>
-static cudaError_t launch_encode_for(const EncodeParams& p, cudaStream_t stream) {
+static cudaError_t launch_encode_for(EncodeParams p, cudaStream_t stream) {
   constexpr int kThreads = kEncodeThreads<kDense>;
-  constexpr int kItemsPerBlock = kThreads / kGroupLanes;
+  constexpr int kItemsPerBlock = kThreads / EncodeGroup<D>::kLanes;
+  constexpr std::uintptr_t kRunBytes = EncodeGroup<D>::kRun * kInputBytes<kT>;
+  p.aligned_inputs = (reinterpret_cast<std::uintptr_t>(p.keys) | reinterpret_cast<std::uintptr_t>(p.values)) %
+                         std::min<std::uintptr_t>(kRunBytes, 16) ==
+                     0;
   const std::int64_t items = p.num_tokens * p.layout.num_kv_heads;
   const std::int64_t blocks = (items + kItemsPerBlock - 1) / kItemsPerBlock;
   if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;

@@ -1,16 +1,16 @@
 // Fast decode: tensor cores (mma.sync m16n8k16, fp16 operands, fp32
 // accumulation), relative L2 <= 1e-3 against the golden model.
 //
-// One block per (split, KV head x chunk of <= 8 query heads, sequence), four
-// warps. Tokens are the M = 16 rows and the query heads of the GQA group the
-// N = 8 columns of every mma (S^T = K Q^T, O^T += V^T P^T), so each K/V byte
-// is read once per group, the query stays in registers as B fragments, and a
-// 16-token tile costs D/16 mma for the scores and D/16 for the values. Each
-// warp streams its own 16-token tiles (tile i of the split goes to warp i % 4)
-// through a 3-stage cp.async pipeline in shared memory and keeps its own
-// online-softmax state; the four states are combined at the end into one
-// partial per split, in the same workspace format as the strict kernel, and
-// merge_kernel finishes. The first copies are issued before the query and
+// One block per (split, KV head x chunk of <= 8 query heads, sequence), eight
+// warps (4-bit keys) or four. Tokens are the M = 16 rows and the query heads of
+// the GQA group the N = 8 columns of every mma (S^T = K Q^T, O^T += V^T P^T),
+// so each K/V byte is read once per group, the query stays in registers as B
+// fragments, and a 16-token tile costs D/16 mma for the scores and D/16 for the
+// values. Each warp streams its own 16-token tiles (tile i of the split goes to
+// warp i % warps) through a 3-stage cp.async pipeline in shared memory and
+// keeps its own online-softmax state; the warps' states are combined at the end
+// into one partial per split, in the same workspace format as the strict kernel,
+// and merge_kernel finishes. The first copies are issued before the query and
 // table preparation, so their latency overlaps it.
 //
 // Dequantization happens in registers, straight into mma fragments:
@@ -18,7 +18,7 @@
 //          the contiguous dims [c*D/4, (c+1)*D/4) of tokens g and g + 8, i.e.
 //          one contiguous byte chunk each; the query's B fragments use the same
 //          dim permutation. Lloyd-Max codes go through a pair table in shared
-//          memory (one byte / 6 bits -> two fp16 centroids, 16 or 32
+//          memory (one byte / 6 bits -> two fp16 centroids, 32
 //          interleaved copies against bank conflicts); FP8 e4m3 converts
 //          exactly with cvt.f16x2.e4m3x2. Scores are then multiplied by the
 //          fp16 key norm of their token (the row).
@@ -51,11 +51,13 @@ constexpr int padded_row_bytes(int bytes) {
   return r;
 }
 
-inline constexpr int kFastThreads = 128;
-
 template <int D, int KB, int VB>
 struct FastTraits {
-  static constexpr int kWarps = kFastThreads / 32;
+  // The 4-bit pair table (32 KB with 32 copies) is shared by eight warps; the
+  // 3-bit table (8 KB) and FP8 keys do better with blocks of four.
+  static constexpr int kWarps = KB == 4 ? 8 : 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kMinBlocks = (D <= 128 ? 16 : 8) / kWarps;  // 16 (8) warps per SM
   static constexpr int kStages = 3;
   static constexpr int kHeads = kFastHeadsPerBlock;  // mma N: query heads
   static constexpr int kTile = 16;                   // tokens per tile: mma M for S^T, mma K for O^T
@@ -75,8 +77,9 @@ struct FastTraits {
   static constexpr int kValueAlign = gcd_int(gcd_int(kKeyBytes, kValueChunk), 16);
   static constexpr int kLutEntries = kFp8 ? 0 : 1 << (2 * KB);
   // Copies of the pair table, interleaved (entry e, copy k at word e * copies + k):
-  // lane l reads copy l % copies, so lanes only collide when they share a copy.
-  static constexpr int kLutCopies = KB == 3 ? 32 : 16;
+  // lane l reads copy l, so every lookup is one wavefront. (16 copies of the
+  // 4-bit table left lanes l and l + 16 on one bank: 48% excess wavefronts.)
+  static constexpr int kLutCopies = 32;
   static constexpr int kLutShift = log2_int(4 * kLutCopies);  // byte offset of entry e = e << kLutShift
   static constexpr int kKSteps = D / 16;  // of S^T
   static constexpr int kMTiles = D / 16;  // of O^T
@@ -142,7 +145,8 @@ __host__ __device__ constexpr float value_frag_scale(int j) {
 }
 
 template <int D, int KB, int VB>
-__global__ void __launch_bounds__(kFastThreads, D <= 128 ? 4 : 2) fast_decode_kernel(DecodeParams p) {
+__global__ void __launch_bounds__(FastTraits<D, KB, VB>::kThreads, FastTraits<D, KB, VB>::kMinBlocks)
+    fast_decode_kernel(DecodeParams p) {
   using T = FastTraits<D, KB, VB>;
   extern __shared__ __align__(16) std::uint8_t smem[];
   std::uint8_t* work = smem;
@@ -257,7 +261,7 @@ __global__ void __launch_bounds__(kFastThreads, D <= 128 ? 4 : 2) fast_decode_ke
     }
     __syncthreads();
     uint4* lut128 = reinterpret_cast<uint4*>(lut);  // four copies per store
-    for (int i = tid; i < T::kLutEntries * T::kLutCopies / 4; i += kFastThreads) {
+    for (int i = tid; i < T::kLutEntries * T::kLutCopies / 4; i += T::kThreads) {
       const int e = i / (T::kLutCopies / 4);
       const std::uint32_t v = centroid_half[e & ((1 << KB) - 1)] | (centroid_half[e >> KB] << 16);
       lut128[i] = make_uint4(v, v, v, v);
@@ -394,7 +398,7 @@ __global__ void __launch_bounds__(kFastThreads, D <= 128 ? 4 : 2) fast_decode_ke
   }
   cp_async_wait<0>();
 
-  // Combine the four warps' states into this split's partial. Column sums span
+  // Combine the warps' states into this split's partial. Column sums span
   // the 8 lanes of a c.
 #pragma unroll
   for (int x = 4; x <= 16; x <<= 1) {
@@ -432,7 +436,7 @@ __global__ void __launch_bounds__(kFastThreads, D <= 128 ? 4 : 2) fast_decode_ke
   }
   __syncthreads();
   const std::int64_t first_partial = first_row * p.num_splits + split;
-  for (int i = tid; i < T::kMTiles * 32; i += kFastThreads) {
+  for (int i = tid; i < T::kMTiles * 32; i += T::kThreads) {
     const int j = i / 32;
     const int ln = i % 32;
     float4 v = frag[j * 32 + ln];

@@ -14,7 +14,7 @@ cudaError_t launch_fast(const DecodeParams& p, cudaStream_t stream) {
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (attr != cudaSuccess) return attr;
   const dim3 grid(p.plan_splits, p.layout.num_kv_heads * p.chunks_per_kv_head, p.batch);
-  fast_decode_kernel<D, KB, VB><<<grid, kFastThreads, T::kSmemBytes, stream>>>(p);
+  fast_decode_kernel<D, KB, VB><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -28,7 +28,7 @@ int fast_occupancy() {
       return 0;
     }
     int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fast_decode_kernel<D, KB, VB>, kFastThreads,
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fast_decode_kernel<D, KB, VB>, T::kThreads,
                                                       T::kSmemBytes) != cudaSuccess) {
       return 0;
     }

@@ -1,16 +1,18 @@
-// The contract's reductions evaluated by a group of 8 lanes (one token-head of
-// the encoder). Element i of a lane with group position `sub` is dim
-// sub + 8 i. Each function gives exactly the bits of its core/ counterpart:
-//   group_dot16  core::dot16: dot-lane j accumulates dims j, j+16, ... by fma
-//                from +0 in order; the 8 lanes hold dot-lanes sub (even i) and
-//                sub + 8 (odd i), so the tree's first step (j + 8) is in
-//                registers and the rest (4, 2, 1) are xor shuffles; fp add is
-//                commutative, so both lanes of a pair get the same sum.
-//   group_fwht   core::fwht: the same butterflies, stage by stage; stages
-//                h < 8 pair lanes (xor shuffles), stages h >= 8 pair registers.
-//   group_min/max the sequential `v[d] < mn ? v[d] : mn` scan of
-//                core::value_params: the first index holding the extreme
-//                non-NaN value, or NaN when v[0] is NaN.
+// The contract's reductions evaluated by the group of lanes that encodes one
+// (token, KV head). The group has kLanes = D/32 lanes; lane `sub` holds, of
+// every 16-dim row r, the kRun = 16/kLanes contiguous dims 16r + kRun*sub + e
+// (e < kRun), as element r*kRun + e of its 32-element arrays. So a row's share
+// is one vector load, and a lane owns whole dot-lanes of core::dot16 (dot-lane
+// j sums the dims == j mod 16; the lane holds j = kRun*sub + e). Each function
+// gives exactly the bits of its core/ counterpart:
+//   group_dot16    core::dot16: the kRun dot-lane chains in registers, in row
+//                  order; the tree's steps of width >= kRun are xor shuffles
+//                  (fp add is commutative, so both lanes of a pair get the same
+//                  sum and every lane ends with the total), the rest in registers.
+//   group_fwht     core::fwht: the same butterflies, stage by stage (h = 1, 2,
+//                  ...); stages inside a run or across rows pair registers, the
+//                  others pair lanes.
+//   group_min_max  the sequential scans of core::value_params.
 #pragma once
 
 #include <cstdint>
@@ -19,74 +21,121 @@
 
 namespace turboquant::cuda::detail {
 
-inline constexpr int kGroupLanes = 8;
+template <int D>
+struct EncodeGroup {
+  static constexpr int kLanes = D / 32;
+  static constexpr int kRun = 16 / kLanes;  // contiguous dims per lane and row
+  static constexpr int kRows = D / 16;
+  static constexpr int kElems = kRows * kRun;  // 32
+  static constexpr int kChunkDims = D / kLanes;  // 32: the dims a lane packs and stores
+  static_assert(D == 64 || D == 128 || D == 256, "head_dim 64, 128 or 256");
 
-template <int E>
-__device__ __forceinline__ float group_dot16(const float (&a)[E], const float (&b)[E], unsigned mask) {
-  static_assert(E % 2 == 0, "dims must be a multiple of 16");
-  float even = 0.0f;  // dot-lane sub
-  float odd = 0.0f;   // dot-lane sub + 8
+  __device__ static int dim(int sub, int x) { return 16 * (x / kRun) + kRun * sub + x % kRun; }
+  __device__ static unsigned mask(int lane) { return ((1u << kLanes) - 1u) << (lane & ~(kLanes - 1)); }
+};
+
+template <int D>
+__device__ __forceinline__ float group_dot16(const float (&a)[EncodeGroup<D>::kElems],
+                                             const float (&b)[EncodeGroup<D>::kElems], unsigned mask) {
+  using G = EncodeGroup<D>;
+  float acc[G::kRun];
 #pragma unroll
-  for (int i = 0; i < E; i += 2) {
-    even = core::fma_rn(a[i], b[i], even);
-    odd = core::fma_rn(a[i + 1], b[i + 1], odd);
+  for (int e = 0; e < G::kRun; ++e) acc[e] = 0.0f;
+#pragma unroll
+  for (int x = 0; x < G::kElems; ++x) acc[x % G::kRun] = core::fma_rn(a[x], b[x], acc[x % G::kRun]);
+#pragma unroll
+  for (int w = 8; w >= 1; w >>= 1) {  // the contract's tree: lane j += lane j + w
+    if (w >= G::kRun) {
+#pragma unroll
+      for (int e = 0; e < G::kRun; ++e) acc[e] = core::add_rn(acc[e], __shfl_xor_sync(mask, acc[e], w / G::kRun));
+    } else {
+#pragma unroll
+      for (int e = 0; e < w; ++e) acc[e] = core::add_rn(acc[e], acc[e + w]);
+    }
   }
-  float r = core::add_rn(even, odd);
-#pragma unroll
-  for (int width = 4; width >= 1; width >>= 1) r = core::add_rn(r, __shfl_xor_sync(mask, r, width));
-  return r;
+  return acc[0];
 }
 
-template <int E>
-__device__ __forceinline__ void group_fwht(float (&x)[E], int sub, unsigned mask) {
+template <int D>
+__device__ __forceinline__ void group_fwht(float (&x)[EncodeGroup<D>::kElems], int sub, unsigned mask) {
+  using G = EncodeGroup<D>;
 #pragma unroll
-  for (int h = 1; h < kGroupLanes; h <<= 1) {
-    const bool lower = (sub & h) == 0;
+  for (int h = 1; h < D; h <<= 1) {
+    if (h < G::kRun || h >= 16) {
+      // Registers: element stride h inside a run, or h/16 rows.
+      const int stride = h < G::kRun ? h : (h / 16) * G::kRun;
 #pragma unroll
-    for (int i = 0; i < E; ++i) {
-      const float other = __shfl_xor_sync(mask, x[i], h);
-      x[i] = lower ? core::add_rn(x[i], other) : core::sub_rn(other, x[i]);
-    }
-  }
+      for (int i = 0; i < G::kElems; ++i) {
+        const bool lower = h < G::kRun ? (i % G::kRun & h) == 0 : ((i / G::kRun) & (h / 16)) == 0;
+        if (!lower) continue;
+        const float a = x[i];
+        const float b = x[i + stride];
+        x[i] = core::add_rn(a, b);
+        x[i + stride] = core::sub_rn(a, b);
+      }
+    } else {
+      // Lanes: the lower dim's lane keeps a + b, the upper's a - b. fma(+-1, x,
+      // other) rounds other +- x once: add_rn(x, other) or sub_rn(other, x).
+      const float sign = (sub & (h / G::kRun)) == 0 ? 1.0f : -1.0f;
 #pragma unroll
-  for (int h = 1; h < E; h <<= 1) {  // dim stride 8h
-#pragma unroll
-    for (int i = 0; i < E; ++i) {
-      if (i & h) continue;
-      const float a = x[i];
-      const float b = x[i + h];
-      x[i] = core::add_rn(a, b);
-      x[i + h] = core::sub_rn(a, b);
+      for (int i = 0; i < G::kElems; ++i) {
+        x[i] = core::fma_rn(sign, x[i], __shfl_xor_sync(mask, x[i], h / G::kRun));
+      }
     }
   }
 }
 
-// kMin: the scan `v[d] < best`; else `v[d] > best`.
-template <bool kMin, int E>
-__device__ __forceinline__ float group_extreme(const float (&v)[E], int sub, unsigned mask, int leader) {
-  constexpr int kNone = 0x7fffffff;
-  float best = 0.0f;
-  int at = kNone;
+// The sign-exact zero a scan settles on when the extreme is zero: the first
+// (lowest-dim) zero of the vector. Only called when the extreme is +-0.
+template <int D>
+__device__ float group_first_zero(const float (&v)[EncodeGroup<D>::kElems], int sub, unsigned mask) {
+  using G = EncodeGroup<D>;
+  int at = D;  // none
+  float zero = 0.0f;
 #pragma unroll
-  for (int i = 0; i < E; ++i) {
-    const bool better = kMin ? v[i] < best : v[i] > best;
-    if (v[i] == v[i] && (at == kNone || better)) {
-      best = v[i];
-      at = sub + kGroupLanes * i;
+  for (int x = G::kElems - 1; x >= 0; --x) {  // dims increase with x inside a lane
+    if (v[x] == 0.0f) {
+      at = G::dim(sub, x);
+      zero = v[x];
     }
   }
 #pragma unroll
-  for (int width = 1; width < kGroupLanes; width <<= 1) {
-    const float ob = __shfl_xor_sync(mask, best, width);
-    const int oa = __shfl_xor_sync(mask, at, width);
-    const bool better = kMin ? ob < best : ob > best;
-    if (oa != kNone && (at == kNone || better || (ob == best && oa < at))) {
-      best = ob;
-      at = oa;
+  for (int width = 1; width < G::kLanes; width <<= 1) {
+    const int other_at = __shfl_xor_sync(mask, at, width);
+    const float other_zero = __shfl_xor_sync(mask, zero, width);
+    if (other_at < at) {
+      at = other_at;
+      zero = other_zero;
     }
   }
-  const float first = __shfl_sync(mask, v[0], leader);  // v[0] of the group (lane sub 0, i 0)
-  return first != first ? first : best;
+  return zero;
+}
+
+// core::value_params' scans `v[d] < mn ? v[d] : mn` and `v[d] > mx ? v[d] : mx`
+// from v[0]: NaN when v[0] is NaN, else the extreme of the non-NaN values and,
+// among equal values, the first; that choice only shows for zeros of both
+// signs, which take the slow path. fminf/fmaxf skip NaN operands.
+template <int D>
+__device__ __forceinline__ float2 group_min_max(const float (&v)[EncodeGroup<D>::kElems], int sub, unsigned mask,
+                                                int leader) {
+  using G = EncodeGroup<D>;
+  float mn = v[0];
+  float mx = v[0];
+#pragma unroll
+  for (int x = 1; x < G::kElems; ++x) {
+    mn = fminf(mn, v[x]);
+    mx = fmaxf(mx, v[x]);
+  }
+#pragma unroll
+  for (int width = 1; width < G::kLanes; width <<= 1) {
+    mn = fminf(mn, __shfl_xor_sync(mask, mn, width));
+    mx = fmaxf(mx, __shfl_xor_sync(mask, mx, width));
+  }
+  const float first = __shfl_sync(mask, v[0], leader);  // dim 0: lane sub 0, element 0
+  if (first != first) return make_float2(first, first);
+  if (mn == 0.0f) mn = group_first_zero<D>(v, sub, mask);  // group-uniform branch
+  if (mx == 0.0f) mx = group_first_zero<D>(v, sub, mask);
+  return make_float2(mn, mx);
 }
 
 }  // namespace turboquant::cuda::detail

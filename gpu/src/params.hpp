@@ -71,6 +71,7 @@ struct EncodeParams {
   std::int64_t num_tokens = 0;
   const std::int64_t* slot_mapping = nullptr;  // [num_tokens]
   const float* rotation = nullptr;             // dense PiT (device) or nullptr: Hadamard
+  bool aligned_inputs = false;  // keys and values allow one load per lane and row (set by the launcher)
   core::Codebook codebook;
 };
 

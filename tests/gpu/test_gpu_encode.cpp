@@ -1,7 +1,12 @@
 // Encode on the GPU: the cache bytes must equal encode_reference's, for every
 // preset, head_dim, input dtype, with padding slots (-1), constant and zero
-// vectors (value-scale floor), large values (fp16 clamp, fp8 saturation) and
-// a dense rotation.
+// vectors (value-scale floor), large values (fp16 clamp, fp8 saturation),
+// operands outside the shared-reciprocal division's range (tiny elements, huge
+// norms and scales), misaligned inputs and cache, and a dense rotation.
+#include <cuda_runtime.h>
+
+#include <limits>
+
 #include "gpu_test_support.hpp"
 
 namespace {
@@ -16,7 +21,42 @@ struct EncodeCase {
   int num_tokens;
   DType dtype;
   bool dense_rotation;
+  std::size_t misalign = 0;  // > 0: device buffers at this byte offset (inputs: one element)
 };
+
+struct DeviceMem {
+  void* p = nullptr;
+  explicit DeviceMem(std::size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes + 16), cudaSuccess); }
+  ~DeviceMem() { cudaFree(p); }
+  DeviceMem(const DeviceMem&) = delete;
+  DeviceMem& operator=(const DeviceMem&) = delete;
+  std::uint8_t* at(std::size_t offset) const { return static_cast<std::uint8_t*>(p) + offset; }
+};
+
+// cuda::encode on device copies placed `offset` bytes (cache) and one element
+// (keys, values) past an aligned address: the kernel's narrow load and store paths.
+Status encode_misaligned(const CacheView& cache, const EncodeArgs& a, std::size_t offset) {
+  const std::size_t bytes = static_cast<std::size_t>(cache.bytes());
+  const std::size_t element = dtype_size(a.dtype);
+  DeviceMem d_cache(bytes), d_keys(a.keys.bytes), d_values(a.values.bytes), d_slots(a.slot_mapping.bytes),
+      d_rot(a.rotation.bytes);
+  EXPECT_EQ(cudaMemcpy(d_cache.at(offset), cache.data, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(d_keys.at(element), a.keys.data, a.keys.bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(d_values.at(element), a.values.data, a.values.bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(d_slots.p, a.slot_mapping.data, a.slot_mapping.bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  EncodeArgs da = a;
+  da.keys = {d_keys.at(element), a.keys.bytes};
+  da.values = {d_values.at(element), a.values.bytes};
+  da.slot_mapping = {d_slots.p, a.slot_mapping.bytes};
+  if (a.rotation.data != nullptr) {
+    EXPECT_EQ(cudaMemcpy(d_rot.p, a.rotation.data, a.rotation.bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    da.rotation = {d_rot.p, a.rotation.bytes};
+  }
+  const Status s = cuda::encode(CacheView{cache.layout, d_cache.at(offset), cache.num_blocks}, da, nullptr);
+  if (!s.ok()) return s;
+  EXPECT_EQ(cudaMemcpy(cache.data, d_cache.at(offset), bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  return Status();
+}
 
 void run_case(const EncodeCase& ec, std::uint32_t seed) {
   std::mt19937 rng(seed);
@@ -42,6 +82,20 @@ void run_case(const EncodeCase& ec, std::uint32_t seed) {
           vv *= (ec.dtype == DType::kFloat16 ? 3000.0f : 1.0e6f);
         }
         if (kind == 3 && d % 7 == 0) vv = -0.0f;                     // signed zeros in the min/max scan
+        const bool wide = ec.dtype != DType::kFloat16;               // fp16 has no tiny or huge values
+        if (kind == 4 && wide) kv *= 1.0e-30f;                       // tiny key: dividends below range
+        if (kind == 5 && wide) {                                     // norm and value scale above 2^40
+          kv *= 1.0e14f;
+          vv *= 1.0e14f;
+        }
+        if (kind == 6 && wide && d % 9 == 0) kv = 1.0e-35f;          // one tiny element in a normal key
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        const float inf = std::numeric_limits<float>::infinity();
+        if (kind == 7 && d == 5) vv = nan;                           // non-finite inputs
+        if (kind == 7 && d == 9) kv = nan;
+        if (kind == 8 && d == 0) vv = nan;                           // v[0] NaN: the scans return NaN
+        if (kind == 8 && d == 3) kv = inf;
+        if (kind == 9 && d == 1) vv = -inf;
         detail::store_element(keys.data(), ec.dtype, base + d, kv);
         detail::store_element(values.data(), ec.dtype, base + d, vv);
       }
@@ -65,11 +119,13 @@ void run_case(const EncodeCase& ec, std::uint32_t seed) {
   a.num_tokens = ec.num_tokens;
   a.slot_mapping = {slots.data(), slots.size() * 8};
   if (!rotation.empty()) a.rotation = {rotation.data(), rotation.size() * 4};
+  a.check_finite = false;  // the non-finite kinds above are part of the test
   const std::size_t bytes = static_cast<std::size_t>(num_blocks * l.block_bytes());
   std::vector<std::uint8_t> ref(bytes, 0x5a), gpu(bytes, 0x5a);
   const Status rs = encode_reference(CacheView{l, ref.data(), num_blocks}, a);
   ASSERT_TRUE(rs.ok()) << rs.to_string();
-  const Status gs = cuda::encode_from_host(CacheView{l, gpu.data(), num_blocks}, a);
+  const Status gs = ec.misalign > 0 ? encode_misaligned(CacheView{l, gpu.data(), num_blocks}, a, ec.misalign)
+                                    : cuda::encode_from_host(CacheView{l, gpu.data(), num_blocks}, a);
   ASSERT_TRUE(gs.ok()) << gs.to_string();
   const std::int64_t at = first_difference(ref.data(), gpu.data(), bytes);
   EXPECT_EQ(at, -1) << "first differing cache byte " << at << " (block " << (at < 0 ? -1 : at / l.block_bytes())
@@ -94,6 +150,23 @@ TEST(GpuEncode, BytesEqualGoldenEncode) {
     const EncodeCase ec{preset, 128, 16, 2, 200, DType::kFloat32, true};
     SCOPED_TRACE(std::string(preset_name(preset)) + " dense rotation");
     run_case(ec, seed + index++);
+  }
+}
+
+TEST(GpuEncode, MisalignedInputsAndCacheGiveTheSameBytes) {
+  TQ_REQUIRE_DEVICE();
+  const std::uint32_t seed = 777;
+  int index = 0;
+  for (Preset preset : kAllPresets) {
+    for (int dims : {64, 128, 256}) {
+      for (std::size_t offset : {1, 2, 4, 8}) {
+        const DType dtype = index % 2 ? DType::kBFloat16 : DType::kFloat32;
+        const EncodeCase ec{preset, dims, 16, 2, 70, dtype, false, offset};
+        SCOPED_TRACE(std::string(preset_name(preset)) + " D=" + std::to_string(dims) + " cache offset " +
+                     std::to_string(offset) + " " + dtype_name(dtype));
+        run_case(ec, seed + index++);
+      }
+    }
   }
 }
 

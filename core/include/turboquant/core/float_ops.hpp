@@ -87,6 +87,37 @@ TQ_HD float floor_f(float a) {
 #endif
 }
 
+// div_rn(a, b) for many dividends over one divisor, from y = div_rn(1, b):
+// the same bits as div_rn wherever both operands are in range (b > 0) (checked by the
+// two predicates below; elsewhere call div_rn). q0 = a*y is within two ulp of
+// a/b; one correction makes it faithful, and the second rounds it correctly
+// (Markstein: y correctly rounded, q faithful, the residual a - b*q exact
+// because nothing underflows in range). The residual is formed as -(b*q - a),
+// so a zero dividend keeps its sign. GPU encoders use it to replace a full
+// division per element by four fused multiply-adds and a multiply.
+TQ_HD float div_rn_by_reciprocal(float a, float b, float y) {
+  float q = mul_rn(a, y);
+  float r = -fma_rn(b, q, -a);
+  q = fma_rn(r, y, q);
+  r = -fma_rn(b, q, -a);
+  return fma_rn(r, y, q);
+}
+
+inline constexpr float kReciprocalDivisorMin = 0x1p-40f;
+inline constexpr float kReciprocalDivisorMax = 0x1p40f;
+inline constexpr float kReciprocalDividendMin = 0x1p-78f;  // nonzero dividends
+inline constexpr float kReciprocalDividendMax = 0x1p80f;
+
+// Positive divisors only: with b < 0 a zero dividend would lose its sign.
+TQ_HD bool reciprocal_divisor_in_range(float b) {
+  return b >= kReciprocalDivisorMin && b <= kReciprocalDivisorMax;  // false for NaN
+}
+
+TQ_HD bool reciprocal_dividend_in_range(float a) {
+  const float m = a < 0.0f ? -a : a;
+  return a == 0.0f || (m >= kReciprocalDividendMin && m <= kReciprocalDividendMax);
+}
+
 // max(a, b) as one comparison: b if b > a, else a. Defined this way (not as
 // fmaxf) so that NaN handling is the same on every backend; SIMD code matches it
 // with max_ps(b, a), which returns its second operand when unordered.

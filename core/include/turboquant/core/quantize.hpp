@@ -45,14 +45,19 @@ TQ_HD ValueParams value_params(const float* v, int dims, int bits) {
   return ValueParams{scale, mn};
 }
 
-// code = clamp(trunc((v - zero) / scale + 0.5), 0, 2^bits - 1): round half up.
-TQ_HD int value_code(float v, const ValueParams& p, int bits) {
+// code = clamp(trunc(q + 0.5), 0, 2^bits - 1) for q = (v - zero) / scale:
+// round half up.
+TQ_HD int value_code_of_quotient(float q, int bits) {
   const int levels = (1 << bits) - 1;
-  const float t = add_rn(div_rn(sub_rn(v, p.zero), p.scale), 0.5f);
+  const float t = add_rn(q, 0.5f);
   if (!(t >= 0.0f)) return 0;  // also NaN
   if (t >= static_cast<float>(levels)) return levels;
   return static_cast<int>(t);
 }
+
+TQ_HD float value_quotient(float v, const ValueParams& p) { return div_rn(sub_rn(v, p.zero), p.scale); }
+
+TQ_HD int value_code(float v, const ValueParams& p, int bits) { return value_code_of_quotient(value_quotient(v, p), bits); }
 
 // Reconstruction from the stored fp16 scale and zero (already widened to fp32).
 TQ_HD float dequant_value(int code, float scale, float zero) { return fma_rn(static_cast<float>(code), scale, zero); }

@@ -2,9 +2,11 @@
 // core::encode_token_head. A group of D/32 lanes per (token, KV head), laid
 // out as group_contract.cuh describes: every lane loads one vector per 16-dim
 // row and owns whole dot-lanes, so the reductions are short. The element-wise
-// steps call core/ (bucketize order, value_code_of_quotient, fp8 and fp16
-// narrowing, write_meta, offsets); the packing is core::pack_codes' bit order
-// (code d at bit bits*d) done on words.
+// steps call core/ (bucketize through core::bucketize_on_grid, which equals
+// Codebook::bucketize, or a binary search; fp8 and fp16 narrowing, write_meta,
+// offsets); the value code is value_code_of_quotient with a saturating
+// conversion; the packing is core::pack_codes' bit order (code d at bit
+// bits*d) done on words.
 //
 // The divisions by the key's norm and by the value scale share one divisor per
 // vector, so they go through core::div_rn_by_reciprocal (div_rn's bits, four
@@ -52,9 +54,9 @@ __device__ __forceinline__ float widen(std::uint32_t bits) {
 }
 
 // One lane's share of a K or V vector: kRun contiguous elements per row, one
-// load each when the input allows (`aligned`: base pointer aligned to the run).
-template <int D, DType kT>
-__device__ __forceinline__ void load_vector(const void* base, std::int64_t first, int sub, bool aligned,
+// load each when the input allows (kVector: base pointers aligned to the run).
+template <int D, DType kT, bool kVector>
+__device__ __forceinline__ void load_vector(const void* base, std::int64_t first, int sub,
                                             float (&out)[EncodeGroup<D>::kElems]) {
   using G = EncodeGroup<D>;
   constexpr int kBytes = G::kRun * kInputBytes<kT>;  // 8, 16 or 32
@@ -63,7 +65,7 @@ __device__ __forceinline__ void load_vector(const void* base, std::int64_t first
 #pragma unroll
   for (int r = 0; r < G::kRows; ++r) {
     const char* src = row0 + r * 16 * kInputBytes<kT>;
-    if (aligned) {
+    if constexpr (kVector) {
       std::uint32_t w[kBytes / 4];
       if constexpr (kBytes == 4) {
         w[0] = *reinterpret_cast<const std::uint32_t*>(src);
@@ -83,7 +85,12 @@ __device__ __forceinline__ void load_vector(const void* base, std::int64_t first
       }
 #pragma unroll
       for (int e = 0; e < G::kRun; ++e) {
-        out[r * G::kRun + e] = widen<kT>(w[e / kPerWord] >> (32 / kPerWord * (e % kPerWord)));
+        const std::uint32_t word = w[e / kPerWord];
+        if constexpr (kT == DType::kBFloat16) {  // bf16 is the top half of an fp32: one shift or mask
+          out[r * G::kRun + e] = core::bits_float(e % 2 ? word & 0xffff0000u : word << 16);
+        } else {
+          out[r * G::kRun + e] = widen<kT>(word >> (32 / kPerWord * (e % kPerWord)));
+        }
       }
     } else {
 #pragma unroll
@@ -203,7 +210,13 @@ __device__ __forceinline__ bool dividends_in_range(const float (&a)[EncodeGroup<
   return smallest >= 2u * core::float_bits(core::kReciprocalDividendMin) - 1u;
 }
 
-template <int D, bool kDense, DType kT>
+// code = value_code_of_quotient(q, bits): cvt.rzi truncates toward zero,
+// saturates and maps NaN to 0, so clamping to [0, levels] gives its result.
+__device__ __forceinline__ int value_code_of_quotient_rz(float q, int bits) {
+  return min(max(__float2int_rz(core::add_rn(q, 0.5f)), 0), (1 << bits) - 1);
+}
+
+template <int D, bool kDense, DType kT, bool kVector>
 __global__ void __launch_bounds__(kEncodeThreads<kDense>) encode_kernel(EncodeParams p) {
   using G = EncodeGroup<D>;
   constexpr int kVectors = kEncodeThreads<kDense> / G::kLanes;
@@ -211,7 +224,13 @@ __global__ void __launch_bounds__(kEncodeThreads<kDense>) encode_kernel(EncodePa
   __shared__ core::Codebook cb;
   __shared__ __align__(16) std::uint8_t code_smem[kVectors * kCodeStride];
   __shared__ __align__(16) float dense_smem[kDense ? kVectors * 2 * D : 1];
+  __shared__ core::BucketCell cells[core::BucketGrid::kCells];
   if (threadIdx.x == 0) cb = p.codebook;
+  if (p.grid.usable) {
+    for (int c = threadIdx.x; c < core::BucketGrid::kCells; c += blockDim.x) {
+      cells[c] = core::bucket_cell(p.grid, p.codebook, c);
+    }
+  }
   __syncthreads();
 
   const core::BlockLayout& l = p.layout;
@@ -234,7 +253,7 @@ __global__ void __launch_bounds__(kEncodeThreads<kDense>) encode_kernel(EncodePa
 
   {
     float k[G::kElems];
-    load_vector<D, kT>(p.keys, item * D, sub, p.aligned_inputs, k);
+    load_vector<D, kT, kVector>(p.keys, item * D, sub, k);
     if (f.fp8_keys()) {
 #pragma unroll
       for (int x = 0; x < G::kElems; ++x) code[x] = core::float_to_fp8_e4m3(k[x]);
@@ -266,11 +285,15 @@ __global__ void __launch_bounds__(kEncodeThreads<kDense>) encode_kernel(EncodePa
 #pragma unroll
         for (int x = 0; x < G::kElems; ++x) y[x] = core::mul_rn(y[x], scale);
       }
+      if (p.grid.usable) {  // kernel-uniform
 #pragma unroll
-      for (int x = 0; x < G::kElems; ++x) {
-        code[x] = bucketize_sorted(cb, y[x]);
-        y[x] = cb.centroids[code[x]];  // the reconstruction c[idx], as encode_token_head reuses y
+        for (int x = 0; x < G::kElems; ++x) code[x] = core::bucketize_on_grid(p.grid, cells, y[x]);
+      } else {
+#pragma unroll
+        for (int x = 0; x < G::kElems; ++x) code[x] = bucketize_sorted(cb, y[x]);
       }
+#pragma unroll
+      for (int x = 0; x < G::kElems; ++x) y[x] = cb.centroids[code[x]];  // c[idx], as encode_token_head reuses y
       float stored = norm;
       if (f.norm_correction) {
         const float sum_sq = group_dot16<D>(y, y, mask);
@@ -285,7 +308,7 @@ __global__ void __launch_bounds__(kEncodeThreads<kDense>) encode_kernel(EncodePa
   }
 
   float v[G::kElems];
-  load_vector<D, kT>(p.values, item * D, sub, p.aligned_inputs, v);
+  load_vector<D, kT, kVector>(p.values, item * D, sub, v);
   const float2 extremes = group_min_max<D>(v, sub, mask, leader);
   const float pair[2] = {extremes.x, extremes.y};
   const core::ValueParams vp = core::value_params(pair, 2, f.value_bits);
@@ -298,7 +321,7 @@ __global__ void __launch_bounds__(kEncodeThreads<kDense>) encode_kernel(EncodePa
 #pragma unroll
     for (int x = 0; x < G::kElems; ++x) {
       const float q = core::div_rn_by_reciprocal(core::sub_rn(v[x], vp.zero), vp.scale, recip);
-      code[x] = core::value_code_of_quotient(q, f.value_bits);
+      code[x] = value_code_of_quotient_rz(q, f.value_bits);
     }
   } else {
 #pragma unroll

@@ -73,6 +73,7 @@ Status encode(const CacheView& cache, const EncodeArgs& a, void* stream) {
   p.slot_mapping = static_cast<const std::int64_t*>(a.slot_mapping.data);
   p.rotation = static_cast<const float*>(a.rotation.data);
   p.codebook = *cb;
+  p.grid = core::make_bucket_grid(*cb);
   TQ_CUDA_TRY(detail::launch_encode(p, static_cast<cudaStream_t>(stream)));
   return Status();
 }

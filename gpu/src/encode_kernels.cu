@@ -7,19 +7,28 @@
 
 namespace turboquant::cuda::detail {
 
-template <int D, bool kDense, DType kT>
-static cudaError_t launch_encode_for(EncodeParams p, cudaStream_t stream) {
+template <int D, bool kDense, DType kT, bool kVector>
+static cudaError_t launch_encode_for(const EncodeParams& p, cudaStream_t stream) {
   constexpr int kThreads = kEncodeThreads<kDense>;
   constexpr int kItemsPerBlock = kThreads / EncodeGroup<D>::kLanes;
-  constexpr std::uintptr_t kRunBytes = EncodeGroup<D>::kRun * kInputBytes<kT>;
-  p.aligned_inputs = (reinterpret_cast<std::uintptr_t>(p.keys) | reinterpret_cast<std::uintptr_t>(p.values)) %
-                         std::min<std::uintptr_t>(kRunBytes, 16) ==
-                     0;
   const std::int64_t items = p.num_tokens * p.layout.num_kv_heads;
   const std::int64_t blocks = (items + kItemsPerBlock - 1) / kItemsPerBlock;
   if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
-  encode_kernel<D, kDense, kT><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
+  encode_kernel<D, kDense, kT, kVector><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
   return cudaGetLastError();
+}
+
+// Vector loads when both input pointers are aligned to a lane's run of
+// elements (always for fresh allocations); the dense-rotation path, slow
+// anyway, always loads elements one by one.
+template <int D, bool kDense, DType kT>
+static cudaError_t launch_encode_for(const EncodeParams& p, cudaStream_t stream) {
+  constexpr std::uintptr_t kAlign = std::min<std::uintptr_t>(EncodeGroup<D>::kRun * kInputBytes<kT>, 16);
+  const bool aligned = (reinterpret_cast<std::uintptr_t>(p.keys) | reinterpret_cast<std::uintptr_t>(p.values)) % kAlign == 0;
+  if constexpr (!kDense) {
+    if (aligned) return launch_encode_for<D, false, kT, true>(p, stream);
+  }
+  return launch_encode_for<D, kDense, kT, false>(p, stream);
 }
 
 template <int D>

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "turboquant/core/block_layout.hpp"
+#include "turboquant/core/bucket_grid.hpp"
 #include "turboquant/core/codebook.hpp"
 #include "turboquant/dtype.hpp"
 
@@ -71,8 +72,8 @@ struct EncodeParams {
   std::int64_t num_tokens = 0;
   const std::int64_t* slot_mapping = nullptr;  // [num_tokens]
   const float* rotation = nullptr;             // dense PiT (device) or nullptr: Hadamard
-  bool aligned_inputs = false;  // keys and values allow one load per lane and row (set by the launcher)
   core::Codebook codebook;
+  core::BucketGrid grid;  // make_bucket_grid(codebook); binary search when not usable
 };
 
 }  // namespace turboquant::cuda::detail

@@ -64,7 +64,7 @@ if has sass; then  # SASS of the main instantiations (D 128, GQA 4), for instruc
   o=$B/gpu/CMakeFiles/turboquant_cuda.dir/src
   cuobjdump -sass -fun '_ZN10turboquant4cuda6detail18fast_decode_kernelILi128ELi4ELi4EEEvNS1_12DecodeParamsE' $o/fast_kernels_d128.cu.o > "$OUT/fast_128_4_4.sass" 2>&1
   cuobjdump -sass -fun '_ZN10turboquant4cuda6detail20strict_decode_kernelILi128ELi4ELi4ELi4EEEvNS1_12DecodeParamsE' $o/strict_kernels_d128.cu.o > "$OUT/strict_128_4_4_4.sass" 2>&1
-  cuobjdump -sass -fun '_ZN10turboquant4cuda6detail13encode_kernelILi128ELb0ELNS_5DTypeE2EEEvNS1_12EncodeParamsE' $o/encode_kernels.cu.o > "$OUT/encode_128_bf16.sass" 2>&1
+  cuobjdump -sass -fun '_ZN10turboquant4cuda6detail13encode_kernelILi128ELb0ELNS_5DTypeE2ELb1EEEvNS1_12EncodeParamsE' $o/encode_kernels.cu.o > "$OUT/encode_128_bf16.sass" 2>&1
 fi
 if has ncu; then
   NCU_SECTIONS="--section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats --section ComputeWorkloadAnalysis"

@@ -53,56 +53,63 @@ __device__ __forceinline__ float widen(std::uint32_t bits) {
   return kT == DType::kFloat16 ? core::fp16_to_float(h) : core::bf16_to_float(h);
 }
 
-// One lane's share of a K or V vector: kRun contiguous elements per row, one
-// load each when the input allows (kVector: base pointers aligned to the run).
+// One lane's share of a K or V vector as loaded: kRun contiguous elements per
+// row, packed as in memory (two 16-bit elements per word). One load per row
+// when the input allows (kVector: base pointers aligned to the run).
+template <int D, DType kT>
+struct RawShare {
+  static constexpr int kWords = EncodeGroup<D>::kElems * kInputBytes<kT> / 4;
+  std::uint32_t w[kWords];
+};
+
 template <int D, DType kT, bool kVector>
-__device__ __forceinline__ void load_vector(const void* base, std::int64_t first, int sub,
-                                            float (&out)[EncodeGroup<D>::kElems]) {
+__device__ __forceinline__ void load_share(const void* base, std::int64_t first, int sub, RawShare<D, kT>& raw) {
   using G = EncodeGroup<D>;
-  constexpr int kBytes = G::kRun * kInputBytes<kT>;  // 8, 16 or 32
-  constexpr int kPerWord = 4 / kInputBytes<kT>;
+  constexpr int kBytes = G::kRun * kInputBytes<kT>;  // per row: 4, 8, 16 or 32
   const char* row0 = static_cast<const char*>(base) + (first + G::kRun * sub) * kInputBytes<kT>;
 #pragma unroll
   for (int r = 0; r < G::kRows; ++r) {
     const char* src = row0 + r * 16 * kInputBytes<kT>;
-    if constexpr (kVector) {
-      std::uint32_t w[kBytes / 4];
-      if constexpr (kBytes == 4) {
-        w[0] = *reinterpret_cast<const std::uint32_t*>(src);
-      } else if constexpr (kBytes >= 16) {
+    std::uint32_t* w = raw.w + r * (kBytes / 4);
+    if constexpr (!kVector) {
 #pragma unroll
-        for (int k = 0; k < kBytes / 16; ++k) {
-          const uint4 t = reinterpret_cast<const uint4*>(src)[k];
-          w[4 * k] = t.x;
-          w[4 * k + 1] = t.y;
-          w[4 * k + 2] = t.z;
-          w[4 * k + 3] = t.w;
-        }
-      } else {
-        const uint2 t = *reinterpret_cast<const uint2*>(src);
-        w[0] = t.x;
-        w[1] = t.y;
-      }
-#pragma unroll
-      for (int e = 0; e < G::kRun; ++e) {
-        const std::uint32_t word = w[e / kPerWord];
-        if constexpr (kT == DType::kBFloat16) {  // bf16 is the top half of an fp32: one shift or mask
-          out[r * G::kRun + e] = core::bits_float(e % 2 ? word & 0xffff0000u : word << 16);
+      for (int k = 0; k < kBytes / 4; ++k) {
+        if constexpr (kT == DType::kFloat32) {
+          w[k] = reinterpret_cast<const std::uint32_t*>(src)[k];
         } else {
-          out[r * G::kRun + e] = widen<kT>(word >> (32 / kPerWord * (e % kPerWord)));
+          const auto* h = reinterpret_cast<const std::uint16_t*>(src);
+          w[k] = h[2 * k] | (static_cast<std::uint32_t>(h[2 * k + 1]) << 16);
         }
       }
+    } else if constexpr (kBytes == 4) {
+      w[0] = *reinterpret_cast<const std::uint32_t*>(src);
+    } else if constexpr (kBytes == 8) {
+      const uint2 t = *reinterpret_cast<const uint2*>(src);
+      w[0] = t.x;
+      w[1] = t.y;
     } else {
 #pragma unroll
-      for (int e = 0; e < G::kRun; ++e) {
-        std::uint32_t bits;
-        if constexpr (kT == DType::kFloat32) {
-          bits = reinterpret_cast<const std::uint32_t*>(src)[e];
-        } else {
-          bits = reinterpret_cast<const std::uint16_t*>(src)[e];
-        }
-        out[r * G::kRun + e] = widen<kT>(bits);
+      for (int k = 0; k < kBytes / 16; ++k) {
+        const uint4 t = reinterpret_cast<const uint4*>(src)[k];
+        w[4 * k] = t.x;
+        w[4 * k + 1] = t.y;
+        w[4 * k + 2] = t.z;
+        w[4 * k + 3] = t.w;
       }
+    }
+  }
+}
+
+template <int D, DType kT>
+__device__ __forceinline__ void widen_share(const RawShare<D, kT>& raw, float (&out)[EncodeGroup<D>::kElems]) {
+  constexpr int kPerWord = 4 / kInputBytes<kT>;
+#pragma unroll
+  for (int x = 0; x < EncodeGroup<D>::kElems; ++x) {
+    const std::uint32_t word = raw.w[x / kPerWord];
+    if constexpr (kT == DType::kBFloat16) {  // bf16 is the top half of an fp32: one shift or mask
+      out[x] = core::bits_float(x % 2 ? word & 0xffff0000u : word << 16);
+    } else {
+      out[x] = widen<kT>(word >> (32 / kPerWord * (x % kPerWord)));
     }
   }
 }
@@ -216,44 +223,27 @@ __device__ __forceinline__ int value_code_of_quotient_rz(float q, int bits) {
   return min(max(__float2int_rz(core::add_rn(q, 0.5f)), 0), (1 << bits) - 1);
 }
 
+// One (token, KV head): the key's and the value's codes and metadata.
 template <int D, bool kDense, DType kT, bool kVector>
-__global__ void __launch_bounds__(kEncodeThreads<kDense>) encode_kernel(EncodeParams p) {
+__device__ __forceinline__ void encode_vector(const EncodeParams& p, const core::Codebook& cb,
+                                              const core::BucketCell* cells, std::uint8_t* codes, float* dense,
+                                              std::int64_t item, int sub, int leader, unsigned mask) {
   using G = EncodeGroup<D>;
-  constexpr int kVectors = kEncodeThreads<kDense> / G::kLanes;
-  constexpr int kCodeStride = D + 16;  // per vector; the 16 spreads the groups over the banks
-  __shared__ core::Codebook cb;
-  __shared__ __align__(16) std::uint8_t code_smem[kVectors * kCodeStride];
-  __shared__ __align__(16) float dense_smem[kDense ? kVectors * 2 * D : 1];
-  __shared__ core::BucketCell cells[core::BucketGrid::kCells];
-  if (threadIdx.x == 0) cb = p.codebook;
-  if (p.grid.usable) {
-    for (int c = threadIdx.x; c < core::BucketGrid::kCells; c += blockDim.x) {
-      cells[c] = core::bucket_cell(p.grid, p.codebook, c);
-    }
-  }
-  __syncthreads();
-
   const core::BlockLayout& l = p.layout;
   const core::Format& f = l.format;
-  const int lane = threadIdx.x & 31;
-  const int sub = lane & (G::kLanes - 1);
-  const int leader = lane - sub;
-  const unsigned mask = G::mask(lane);
-  const int vec = threadIdx.x / G::kLanes;
-  const std::int64_t item = std::int64_t{blockIdx.x} * kVectors + vec;
-  if (item >= p.num_tokens * l.num_kv_heads) return;
   const std::int64_t token = item / l.num_kv_heads;
   const int h = static_cast<int>(item % l.num_kv_heads);
   const std::int64_t slot = p.slot_mapping[token];
-  if (slot < 0) return;  // vLLM's padding convention; the whole group leaves together
+  if (slot < 0) return;  // vLLM's padding convention; the whole group skips it
   std::uint8_t* block = p.cache + l.block_base(slot / l.block_size);
   const int t = static_cast<int>(slot % l.block_size);
-  std::uint8_t* codes = code_smem + vec * kCodeStride;
   int code[G::kElems];
 
   {
+    RawShare<D, kT> raw;
+    load_share<D, kT, kVector>(p.keys, item * D, sub, raw);
     float k[G::kElems];
-    load_vector<D, kT, kVector>(p.keys, item * D, sub, k);
+    widen_share<D, kT>(raw, k);
     if (f.fp8_keys()) {
 #pragma unroll
       for (int x = 0; x < G::kElems; ++x) code[x] = core::float_to_fp8_e4m3(k[x]);
@@ -270,7 +260,7 @@ __global__ void __launch_bounds__(kEncodeThreads<kDense>) encode_kernel(EncodePa
         for (int x = 0; x < G::kElems; ++x) y[x] = core::div_rn(k[x], denom);
       }
       if constexpr (kDense) {
-        float* xs = dense_smem + vec * 2 * D;
+        float* xs = dense;
         float* ys = xs + D;
 #pragma unroll
         for (int x = 0; x < G::kElems; ++x) xs[G::dim(sub, x)] = y[x];
@@ -307,8 +297,15 @@ __global__ void __launch_bounds__(kEncodeThreads<kDense>) encode_kernel(EncodePa
     __syncwarp(mask);  // the code bytes are reused for the values
   }
 
+  // Loading the value together with the key (before the key's stores, which
+  // the compiler must assume may alias it) measured no faster and took 45 more
+  // registers.
   float v[G::kElems];
-  load_vector<D, kT, kVector>(p.values, item * D, sub, v);
+  {
+    RawShare<D, kT> raw;
+    load_share<D, kT, kVector>(p.values, item * D, sub, raw);
+    widen_share<D, kT>(raw, v);
+  }
   const float2 extremes = group_min_max<D>(v, sub, mask, leader);
   const float pair[2] = {extremes.x, extremes.y};
   const core::ValueParams vp = core::value_params(pair, 2, f.value_bits);
@@ -332,6 +329,39 @@ __global__ void __launch_bounds__(kEncodeThreads<kDense>) encode_kernel(EncodePa
   pack_and_store_any(f.value_bits, codes, sub, block + l.value_data_offset(t, h));
   if (sub == 0) core::write_meta(l, block, t, h, core::MetaField::kValueScale, vp.scale);
   if (sub == G::kLanes - 1) core::write_meta(l, block, t, h, core::MetaField::kValueZero, vp.zero);
+  __syncwarp(mask);  // the code bytes are reused for the next vector
+}
+
+// A fixed grid (about one wave, chosen by the launcher) walks over the
+// (token, KV head) items, so the per-block setup (codebook, bucket cells) is
+// paid once per block, not once per 64 items.
+template <int D, bool kDense, DType kT, bool kVector>
+__global__ void __launch_bounds__(kEncodeThreads<kDense>) encode_kernel(EncodeParams p) {
+  using G = EncodeGroup<D>;
+  constexpr int kVectors = kEncodeThreads<kDense> / G::kLanes;
+  constexpr int kCodeStride = D + 16;  // per vector; the 16 spreads the groups over the banks
+  __shared__ core::Codebook cb;
+  __shared__ __align__(16) std::uint8_t code_smem[kVectors * kCodeStride];
+  __shared__ __align__(16) float dense_smem[kDense ? kVectors * 2 * D : 1];
+  __shared__ core::BucketCell cells[core::BucketGrid::kCells];
+  if (threadIdx.x == 0) cb = p.codebook;
+  if (p.grid.usable) {
+    for (int c = threadIdx.x; c < core::BucketGrid::kCells; c += blockDim.x) {
+      cells[c] = core::bucket_cell(p.grid, p.codebook, c);
+    }
+  }
+  __syncthreads();
+
+  const int lane = threadIdx.x & 31;
+  const int sub = lane & (G::kLanes - 1);
+  const int vec = threadIdx.x / G::kLanes;
+  std::uint8_t* codes = code_smem + vec * kCodeStride;
+  float* dense = dense_smem + (kDense ? vec * 2 * D : 0);
+  const std::int64_t items = p.num_tokens * p.layout.num_kv_heads;
+  for (std::int64_t item = std::int64_t{blockIdx.x} * kVectors + vec; item < items;
+       item += std::int64_t{gridDim.x} * kVectors) {
+    encode_vector<D, kDense, kT, kVector>(p, cb, cells, codes, dense, item, sub, lane - sub, G::mask(lane));
+  }
 }
 
 }  // namespace turboquant::cuda::detail

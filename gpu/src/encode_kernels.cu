@@ -11,9 +11,16 @@ template <int D, bool kDense, DType kT, bool kVector>
 static cudaError_t launch_encode_for(const EncodeParams& p, cudaStream_t stream) {
   constexpr int kThreads = kEncodeThreads<kDense>;
   constexpr int kItemsPerBlock = kThreads / EncodeGroup<D>::kLanes;
+  static const int resident_per_sm = [] {
+    int n = 0;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, encode_kernel<D, kDense, kT, kVector>, kThreads, 0) ==
+                   cudaSuccess
+               ? std::max(n, 1)
+               : 1;
+  }();
   const std::int64_t items = p.num_tokens * p.layout.num_kv_heads;
-  const std::int64_t blocks = (items + kItemsPerBlock - 1) / kItemsPerBlock;
-  if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
+  const std::int64_t wave = std::int64_t{device_sm_count()} * resident_per_sm;
+  const std::int64_t blocks = std::min((items + kItemsPerBlock - 1) / kItemsPerBlock, std::max<std::int64_t>(wave, 1));
   encode_kernel<D, kDense, kT, kVector><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }

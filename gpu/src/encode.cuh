@@ -43,6 +43,15 @@ __device__ __forceinline__ int bucketize_sorted(const core::Codebook& cb, float 
   return idx;
 }
 
+// The rare paths (operands outside the shared-reciprocal range, a codebook the
+// bucket grid cannot separate) are calls rather than 32 inlined copies each,
+// which keeps the kernel's code small for the instruction cache.
+__device__ __noinline__ float div_rn_call(float a, float b) { return core::div_rn(a, b); }
+__device__ __noinline__ int value_code_call(float v, core::ValueParams vp, int bits) {
+  return core::value_code(v, vp, bits);
+}
+__device__ __noinline__ int bucketize_call(const core::Codebook& cb, float y) { return bucketize_sorted(cb, y); }
+
 template <DType kT>
 inline constexpr int kInputBytes = kT == DType::kFloat32 ? 4 : 2;
 
@@ -257,7 +266,7 @@ __device__ __forceinline__ void encode_vector(const EncodeParams& p, const core:
         for (int x = 0; x < G::kElems; ++x) y[x] = core::div_rn_by_reciprocal(k[x], denom, recip);
       } else {
 #pragma unroll
-        for (int x = 0; x < G::kElems; ++x) y[x] = core::div_rn(k[x], denom);
+        for (int x = 0; x < G::kElems; ++x) y[x] = div_rn_call(k[x], denom);
       }
       if constexpr (kDense) {
         float* xs = dense;
@@ -280,7 +289,7 @@ __device__ __forceinline__ void encode_vector(const EncodeParams& p, const core:
         for (int x = 0; x < G::kElems; ++x) code[x] = core::bucketize_on_grid(p.grid, cells, y[x]);
       } else {
 #pragma unroll
-        for (int x = 0; x < G::kElems; ++x) code[x] = bucketize_sorted(cb, y[x]);
+        for (int x = 0; x < G::kElems; ++x) code[x] = bucketize_call(cb, y[x]);
       }
 #pragma unroll
       for (int x = 0; x < G::kElems; ++x) y[x] = cb.centroids[code[x]];  // c[idx], as encode_token_head reuses y
@@ -322,7 +331,7 @@ __device__ __forceinline__ void encode_vector(const EncodeParams& p, const core:
     }
   } else {
 #pragma unroll
-    for (int x = 0; x < G::kElems; ++x) code[x] = core::value_code(v[x], vp, f.value_bits);
+    for (int x = 0; x < G::kElems; ++x) code[x] = value_code_call(v[x], vp, f.value_bits);
   }
   stage_codes<D>(codes, sub, code);
   __syncwarp(mask);

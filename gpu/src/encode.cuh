@@ -20,6 +20,7 @@
 
 #include "elements.cuh"
 #include "group_contract.cuh"
+#include "mma_utils.cuh"  // load_chunk
 #include "params.hpp"
 #include "turboquant/core/token_codec.hpp"
 
@@ -67,43 +68,29 @@ __device__ __forceinline__ float widen(std::uint32_t bits) {
 // when the input allows (kVector: base pointers aligned to the run).
 template <int D, DType kT>
 struct RawShare {
-  static constexpr int kWords = EncodeGroup<D>::kElems * kInputBytes<kT> / 4;
-  std::uint32_t w[kWords];
+  static constexpr int kRowBytes = EncodeGroup<D>::kRun * kInputBytes<kT>;  // 4, 8, 16 or 32
+  std::uint32_t w[EncodeGroup<D>::kRows][kRowBytes / 4];
 };
 
 template <int D, DType kT, bool kVector>
 __device__ __forceinline__ void load_share(const void* base, std::int64_t first, int sub, RawShare<D, kT>& raw) {
   using G = EncodeGroup<D>;
-  constexpr int kBytes = G::kRun * kInputBytes<kT>;  // per row: 4, 8, 16 or 32
+  constexpr int kBytes = RawShare<D, kT>::kRowBytes;
   const char* row0 = static_cast<const char*>(base) + (first + G::kRun * sub) * kInputBytes<kT>;
 #pragma unroll
   for (int r = 0; r < G::kRows; ++r) {
     const char* src = row0 + r * 16 * kInputBytes<kT>;
-    std::uint32_t* w = raw.w + r * (kBytes / 4);
-    if constexpr (!kVector) {
+    if constexpr (kVector) {
+      load_chunk<kBytes, (kBytes < 16 ? kBytes : 16)>(reinterpret_cast<const std::uint8_t*>(src), raw.w[r]);
+    } else {
 #pragma unroll
       for (int k = 0; k < kBytes / 4; ++k) {
         if constexpr (kT == DType::kFloat32) {
-          w[k] = reinterpret_cast<const std::uint32_t*>(src)[k];
+          raw.w[r][k] = reinterpret_cast<const std::uint32_t*>(src)[k];
         } else {
           const auto* h = reinterpret_cast<const std::uint16_t*>(src);
-          w[k] = h[2 * k] | (static_cast<std::uint32_t>(h[2 * k + 1]) << 16);
+          raw.w[r][k] = h[2 * k] | (static_cast<std::uint32_t>(h[2 * k + 1]) << 16);
         }
-      }
-    } else if constexpr (kBytes == 4) {
-      w[0] = *reinterpret_cast<const std::uint32_t*>(src);
-    } else if constexpr (kBytes == 8) {
-      const uint2 t = *reinterpret_cast<const uint2*>(src);
-      w[0] = t.x;
-      w[1] = t.y;
-    } else {
-#pragma unroll
-      for (int k = 0; k < kBytes / 16; ++k) {
-        const uint4 t = reinterpret_cast<const uint4*>(src)[k];
-        w[4 * k] = t.x;
-        w[4 * k + 1] = t.y;
-        w[4 * k + 2] = t.z;
-        w[4 * k + 3] = t.w;
       }
     }
   }
@@ -114,7 +101,7 @@ __device__ __forceinline__ void widen_share(const RawShare<D, kT>& raw, float (&
   constexpr int kPerWord = 4 / kInputBytes<kT>;
 #pragma unroll
   for (int x = 0; x < EncodeGroup<D>::kElems; ++x) {
-    const std::uint32_t word = raw.w[x / kPerWord];
+    const std::uint32_t word = raw.w[x / EncodeGroup<D>::kRun][x % EncodeGroup<D>::kRun / kPerWord];
     if constexpr (kT == DType::kBFloat16) {  // bf16 is the top half of an fp32: one shift or mask
       out[x] = core::bits_float(x % 2 ? word & 0xffff0000u : word << 16);
     } else {

@@ -110,7 +110,7 @@ __device__ __forceinline__ std::uint32_t shifted_bits(const std::uint32_t (&w)[W
   return w[i] << (lsh - sh);
 }
 
-// Loads kBytes bytes at `p` (shared memory, aligned to kAlign) into words,
+// Loads kBytes bytes at `p` (shared or global memory, aligned to kAlign) into words,
 // little-endian, using the widest loads the alignment allows.
 template <int kBytes, int kAlign>
 __device__ __forceinline__ void load_chunk(const std::uint8_t* p, std::uint32_t (&w)[(kBytes + 3) / 4]) {

@@ -201,9 +201,11 @@ __device__ __forceinline__ void pack_and_store_any(int bits, const std::uint8_t*
   }
 }
 
-// Whether every nonzero |a| is >= core::kReciprocalDividendMin: 2|a| - 1 as an
-// unsigned (zero wraps to the top) against the threshold's. fp16 inputs always
-// are (their smallest nonzero magnitude is 2^-24).
+// core::reciprocal_dividend_in_range for every key element, given a divisor in
+// range: the upper bound then holds by itself (|k[d]| <= ||k|| < denom <= 2^40;
+// a larger element would have made the norm overflow), so only the lower bound
+// is tested: 2|a| - 1 as an unsigned (zero wraps to the top) against the
+// threshold's. fp16 inputs always pass (their smallest nonzero magnitude is 2^-24).
 template <int D, DType kT>
 __device__ __forceinline__ bool dividends_in_range(const float (&a)[EncodeGroup<D>::kElems]) {
   if constexpr (kT == DType::kFloat16) return true;

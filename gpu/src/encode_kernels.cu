@@ -8,7 +8,7 @@
 namespace turboquant::cuda::detail {
 
 template <int D, bool kDense, DType kT, bool kVector>
-static cudaError_t launch_encode_for(const EncodeParams& p, cudaStream_t stream) {
+static cudaError_t launch_encode_instance(const EncodeParams& p, cudaStream_t stream) {
   constexpr int kThreads = kEncodeThreads<kDense>;
   constexpr int kItemsPerBlock = kThreads / EncodeGroup<D>::kLanes;
   static const int resident_per_sm = [] {
@@ -33,9 +33,9 @@ static cudaError_t launch_encode_for(const EncodeParams& p, cudaStream_t stream)
   constexpr std::uintptr_t kAlign = std::min<std::uintptr_t>(EncodeGroup<D>::kRun * kInputBytes<kT>, 16);
   const bool aligned = (reinterpret_cast<std::uintptr_t>(p.keys) | reinterpret_cast<std::uintptr_t>(p.values)) % kAlign == 0;
   if constexpr (!kDense) {
-    if (aligned) return launch_encode_for<D, false, kT, true>(p, stream);
+    if (aligned) return launch_encode_instance<D, false, kT, true>(p, stream);
   }
-  return launch_encode_for<D, kDense, kT, false>(p, stream);
+  return launch_encode_instance<D, kDense, kT, false>(p, stream);
 }
 
 template <int D>

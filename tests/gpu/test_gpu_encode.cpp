@@ -24,13 +24,22 @@ struct EncodeCase {
   std::size_t misalign = 0;  // > 0: device buffers at this byte offset (inputs: one element)
 };
 
+struct DeviceMem {
+  void* p = nullptr;
+  explicit DeviceMem(std::size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes + 16), cudaSuccess); }
+  ~DeviceMem() { cudaFree(p); }
+  DeviceMem(const DeviceMem&) = delete;
+  DeviceMem& operator=(const DeviceMem&) = delete;
+  std::uint8_t* at(std::size_t offset) const { return static_cast<std::uint8_t*>(p) + offset; }
+};
+
 // cuda::encode on device copies placed `offset` bytes (cache) and one element
 // (keys, values) past an aligned address: the kernel's narrow load and store paths.
 Status encode_misaligned(const CacheView& cache, const EncodeArgs& a, std::size_t offset) {
   const std::size_t bytes = static_cast<std::size_t>(cache.bytes());
   const std::size_t element = dtype_size(a.dtype);
-  DeviceMem d_cache(offset + bytes), d_keys(element + a.keys.bytes), d_values(element + a.values.bytes),
-      d_slots(a.slot_mapping.bytes), d_rot(a.rotation.bytes);
+  DeviceMem d_cache(bytes), d_keys(a.keys.bytes), d_values(a.values.bytes), d_slots(a.slot_mapping.bytes),
+      d_rot(a.rotation.bytes);
   EXPECT_EQ(cudaMemcpy(d_cache.at(offset), cache.data, bytes, cudaMemcpyHostToDevice), cudaSuccess);
   EXPECT_EQ(cudaMemcpy(d_keys.at(element), a.keys.data, a.keys.bytes, cudaMemcpyHostToDevice), cudaSuccess);
   EXPECT_EQ(cudaMemcpy(d_values.at(element), a.values.data, a.values.bytes, cudaMemcpyHostToDevice), cudaSuccess);

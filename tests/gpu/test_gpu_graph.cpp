@@ -16,6 +16,14 @@ using namespace tq_gpu_test;
 
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
+struct DeviceMem {
+  void* p = nullptr;
+  explicit DeviceMem(std::size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes ? bytes : 1), cudaSuccess); }
+  ~DeviceMem() { cudaFree(p); }
+  DeviceMem(const DeviceMem&) = delete;
+  DeviceMem& operator=(const DeviceMem&) = delete;
+};
+
 // Device copies of a DecodeProblem's buffers (cache and tables uploaded; query
 // and seq_lens uploaded by the caller when it wants) and DecodeArgs naming them.
 struct DeviceDecode {

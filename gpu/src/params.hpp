@@ -46,26 +46,6 @@ struct DecodeParams {
   float* lse = nullptr;  // [batch, num_q_heads] or nullptr
 };
 
-#if defined(__CUDACC__)
-// What a block of the strict decode grid (split, KV head x chunk of H query
-// heads, sequence) works on besides its split.
-struct BlockHeads {
-  int b;                  // sequence
-  int kv_head;
-  int heads;              // query heads of the chunk (<= H)
-  std::int64_t first_row;  // output row of the chunk's first query head
-};
-
-__device__ __forceinline__ BlockHeads block_heads(const DecodeParams& p, int heads_per_block) {
-  const int kv_head = blockIdx.y / p.chunks_per_kv_head;
-  const int chunk = blockIdx.y % p.chunks_per_kv_head;
-  const int b = blockIdx.z;
-  const int first_head = chunk * heads_per_block;
-  return BlockHeads{b, kv_head, min(heads_per_block, p.group - first_head),
-                    std::int64_t{b} * p.num_q_heads + (kv_head * p.group + first_head)};
-}
-#endif
-
 // Programmatic dependent launch (sm_90): the decode kernels let the merge grid
 // start launching once their main loops are done; the merge waits for the
 // decode grid's completion (and its memory) before reading the partials.

@@ -344,15 +344,21 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   const int split = blockIdx.x * kStrictWarps + warp;
-  const BlockHeads task = block_heads(p, H);
+  const int kv_head = blockIdx.y / p.chunks_per_kv_head;
+  const int chunk = blockIdx.y % p.chunks_per_kv_head;
+  const int b = blockIdx.z;
   const core::BlockLayout& l = p.layout;
   const core::Format& f = l.format;
-  const int seq_len = p.seq_lens[task.b];
+  const int seq_len = p.seq_lens[b];
+  const int first_head = chunk * H;
+  const int heads = min(H, p.group - first_head);  // query heads of this block
+  const int first_q = kv_head * p.group + first_head;
+  const std::int64_t first_row = std::int64_t{b} * p.num_q_heads + first_q;
 
   // A static array: its address is a constant, so a lookup is one LDS [offset + imm].
   __shared__ float centroids[core::kMaxCodebookSize];
   if (threadIdx.x < core::kMaxCodebookSize) centroids[threadIdx.x] = p.codebook.centroids[threadIdx.x];
-  prepare_queries<D>(p, task.first_row, task.heads, &sm.q[0][0], &sm.scratch[0][0]);  // ends with a barrier
+  prepare_queries<D>(p, first_row, heads, &sm.q[0][0], &sm.scratch[0][0]);  // ends with a barrier
   if (split >= p.plan_splits) return;
   const core::TokenRange range = core::split_range(seq_len, p.plan_splits, split);
   if (range.empty()) return;  // the merge skips empty splits
@@ -362,7 +368,7 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
   const int tg = lane >> 4;
 
   float qr[H][kSteps];
-  load_strict_query<D, H>(sm.q, task.heads, j, qr);
+  load_strict_query<D, H>(sm.q, heads, j, qr);
   core::SoftmaxState state;
   float acc[H][E] = {};
 
@@ -371,7 +377,7 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
   // Software pipeline over the tiles: while tile i is computed, the records of
   // tile i + 1 are in flight (cp.async into the other buffer), its metadata in
   // registers, and the block ids of tile i + 2 are being loaded.
-  const StrictTileSource src(p, task.b, range, task.kv_head, lane, Shared::kRecordBytes);
+  const StrictTileSource src(p, b, range, kv_head, lane, Shared::kRecordBytes);
   const int tl = lane & 15;
   int blk_next;  // block id of this lane's token in the next tile
   float4 meta_cur;
@@ -411,16 +417,16 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
   }
 
   pdl_launch_dependents();  // the merge grid may start launching (it waits for this grid)
-  const std::int64_t first_partial = task.first_row * p.num_splits + split;  // (row, split) of head 0
+  const std::int64_t first_partial = first_row * p.num_splits + split;  // (row, split) of head 0
 #pragma unroll
   for (int g = 0; g < H; ++g) {
-    if (g < task.heads) {
+    if (g < heads) {
       float* dst = p.partial_acc + (first_partial + std::int64_t{g} * p.num_splits) * D + E * lane;
 #pragma unroll
       for (int e = 0; e < E; e += 2) *reinterpret_cast<float2*>(dst + e) = make_float2(acc[g][e], acc[g][e + 1]);
     }
   }
-  if (lane < task.heads) {
+  if (lane < heads) {
     float* ml = p.partial_ml + (first_partial + std::int64_t{lane} * p.num_splits) * 2;
     ml[0] = state.max;
     ml[1] = state.sum;

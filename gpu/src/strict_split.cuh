@@ -55,21 +55,26 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   const int split = blockIdx.x;
-  const BlockHeads task = block_heads(p, H);
+  const int kv_head = blockIdx.y / p.chunks_per_kv_head;
+  const int chunk = blockIdx.y % p.chunks_per_kv_head;
+  const int b = blockIdx.z;
   const core::BlockLayout& l = p.layout;
   const core::Format& f = l.format;
-  const int seq_len = p.seq_lens[task.b];
+  const int seq_len = p.seq_lens[b];
+  const int first_head = chunk * H;
+  const int heads = min(H, p.group - first_head);
+  const std::int64_t first_row = std::int64_t{b} * p.num_q_heads + kv_head * p.group + first_head;
   const core::TokenRange range = core::split_range(seq_len, p.plan_splits, split);
   if (range.empty()) return;  // the whole block: the merge skips empty splits
 
   __shared__ float centroids[core::kMaxCodebookSize];  // static: constant address (strict_decode_kernel)
   if (threadIdx.x < core::kMaxCodebookSize) centroids[threadIdx.x] = p.codebook.centroids[threadIdx.x];
-  prepare_queries<D>(p, task.first_row, task.heads, &sm.q[0][0], &sm.scratch[0][0]);  // ends with a barrier
+  prepare_queries<D>(p, first_row, heads, &sm.q[0][0], &sm.scratch[0][0]);  // ends with a barrier
 
   const int j = lane & 15;
   const int tg = lane >> 4;
   float qr[H][kSteps];
-  load_strict_query<D, H>(sm.q, task.heads, j, qr);
+  load_strict_query<D, H>(sm.q, heads, j, qr);
   core::SoftmaxState state;
   float acc[H][E] = {};
   const int first_dim = warp * (D / W) + E * lane;  // this lane's value dims in phase B
@@ -77,7 +82,7 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
   const TreeSlots<H> slots(lane);
 
   // This warp's tile of a group starting at g0 is [g0 + warp kT, + kT).
-  const StrictTileSource src(p, task.b, range, task.kv_head, lane, Shared::kRecordBytes);
+  const StrictTileSource src(p, b, range, kv_head, lane, Shared::kRecordBytes);
   const int tl = lane & 15;
   auto stage = [&](int buf, const std::uint8_t* rec, int n) {
     if (n > 0) src.stage(sm.raw[buf][warp], rec, n, Shared::kRecordBytes);  // n is warp-uniform
@@ -133,16 +138,16 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
   }
 
   pdl_launch_dependents();  // the merge grid may start launching (it waits for this grid)
-  const std::int64_t first_partial = task.first_row * p.num_splits + split;  // (row, split) of head 0
+  const std::int64_t first_partial = first_row * p.num_splits + split;  // (row, split) of head 0
 #pragma unroll
   for (int g = 0; g < H; ++g) {
-    if (g < task.heads) {
+    if (g < heads) {
       float* dst = p.partial_acc + (first_partial + std::int64_t{g} * p.num_splits) * D + first_dim;
 #pragma unroll
       for (int e = 0; e < E; ++e) dst[e] = acc[g][e];
     }
   }
-  if (warp == 0 && lane < task.heads) {
+  if (warp == 0 && lane < heads) {
     float* ml = p.partial_ml + (first_partial + std::int64_t{lane} * p.num_splits) * 2;
     ml[0] = state.max;
     ml[1] = state.sum;

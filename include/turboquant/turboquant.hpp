@@ -1,6 +1,8 @@
-// Umbrella header: everything a user of the CPU library needs.
+// Umbrella header: everything a user of the CPU library needs, and the
+// registry of every backend (backend.hpp; link turboquant::backends).
 #pragma once
 
+#include "turboquant/backend.hpp"
 #include "turboquant/cache_view.hpp"
 #include "turboquant/codebook.hpp"
 #include "turboquant/cpu.hpp"

@@ -1,17 +1,17 @@
-// Element types of queries, keys, values and outputs.
+// Element types of queries, keys, values and outputs (defined in core, for
+// host and device), and the buffers that hold them.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "turboquant/core/dtype.hpp"
+
 namespace turboquant {
 
-enum class DType : std::uint8_t { kFloat32, kFloat16, kBFloat16 };
-
-constexpr std::size_t dtype_size(DType t) { return t == DType::kFloat32 ? 4 : 2; }
-constexpr const char* dtype_name(DType t) {
-  return t == DType::kFloat32 ? "float32" : (t == DType::kFloat16 ? "float16" : "bfloat16");
-}
+using core::DType;
+using core::dtype_name;
+using core::dtype_size;
 
 // A non-owning read-only buffer of `bytes` bytes. Shapes come from the call's
 // other arguments; validation checks that `bytes` covers them.

@@ -32,15 +32,33 @@ struct BlockLayout {
 
   // Byte offsets within a block of token slot `t` (0 <= t < block_size), head `h`.
   TQ_HD constexpr std::int64_t key_data_offset(int t, int h) const {
-    return (std::int64_t{t} * num_kv_heads + h) * format.data_bytes();
+    return head_key_offset(h) + t * token_stride();
   }
   TQ_HD constexpr std::int64_t value_data_offset(int t, int h) const {
     return key_data_offset(t, h) + format.key_data_bytes();
   }
   TQ_HD constexpr std::int64_t meta_field_offset(int t, int h, MetaField field) const {
-    const std::int64_t element =
-        (std::int64_t{h} * format.meta_fields() + format.field_index(field)) * block_size + t;
-    return meta_offset() + 2 * element;
+    return meta_field_base(h, field) + kMetaTokenStride * t;
+  }
+
+  // The same offsets in strided form, for loops that walk the slots of one
+  // head: record (t, h) starts at head_key_offset(h) + t * token_stride(), and
+  // its metadata field at meta_field_base(h, field) + t * kMetaTokenStride
+  // (the fields of consecutive slots are consecutive fp16 values).
+  static constexpr int kMetaTokenStride = 2;
+  // Bytes between the records of slots t and t + 1 of one head.
+  TQ_HD constexpr std::int64_t token_stride() const { return std::int64_t{num_kv_heads} * format.data_bytes(); }
+  // Key data (value data: + format.key_data_bytes()) of head h at slot 0.
+  TQ_HD constexpr std::int64_t head_key_offset(int h) const { return std::int64_t{h} * format.data_bytes(); }
+  TQ_HD constexpr std::int64_t head_value_offset(int h) const { return head_key_offset(h) + format.key_data_bytes(); }
+  // Metadata of head h at slot 0: the stored field number i (0 <= i <
+  // format.meta_fields(), in stored order: FP8 formats store no key norm), or
+  // the named field.
+  TQ_HD constexpr std::int64_t meta_base(int h, int i) const {
+    return meta_offset() + std::int64_t{kMetaTokenStride} * block_size * (std::int64_t{h} * format.meta_fields() + i);
+  }
+  TQ_HD constexpr std::int64_t meta_field_base(int h, MetaField field) const {
+    return meta_base(h, format.field_index(field));
   }
 };
 
@@ -56,14 +74,26 @@ inline constexpr const char* layout_problem(const BlockLayout& l) {
   return nullptr;
 }
 
-// The worked example of docs/FORMAT.md and the measured numbers of facts §b.
-static_assert(BlockLayout{preset_format(Preset::k4BitNc, 128), 16, 8}.meta_offset() == 16384);
-static_assert(BlockLayout{preset_format(Preset::k4BitNc, 128), 16, 8}.block_bytes() == 17152);
-static_assert(BlockLayout{preset_format(Preset::kK3V4Nc, 128), 16, 8}.meta_offset() == 14336);
-static_assert(BlockLayout{preset_format(Preset::kK3V4Nc, 128), 16, 8}.block_bytes() == 15104);
-static_assert(BlockLayout{preset_format(Preset::k3BitNc, 128), 16, 8}.meta_offset() == 12288);
-static_assert(BlockLayout{preset_format(Preset::k3BitNc, 128), 16, 8}.block_bytes() == 13056);
-static_assert(BlockLayout{preset_format(Preset::kK8V4, 128), 16, 8}.meta_offset() == 24576);
-static_assert(BlockLayout{preset_format(Preset::kK8V4, 128), 16, 8}.block_bytes() == 25088);
+// The worked example of docs/FORMAT.md and the measured numbers of facts §b:
+// (preset, meta_offset, block_bytes) at head_dim 128, block_size 16, 8 KV heads.
+struct CanonicalBlock {
+  Preset preset;
+  std::int64_t meta_offset;
+  std::int64_t block_bytes;
+};
+inline constexpr CanonicalBlock kCanonicalBlocks[] = {
+    {Preset::k4BitNc, 16384, 17152},
+    {Preset::kK3V4Nc, 14336, 15104},
+    {Preset::k3BitNc, 12288, 13056},
+    {Preset::kK8V4, 24576, 25088},
+};
+constexpr bool canonical_blocks_hold() {
+  for (const CanonicalBlock& c : kCanonicalBlocks) {
+    const BlockLayout l{preset_format(c.preset, 128), 16, 8};
+    if (l.meta_offset() != c.meta_offset || l.block_bytes() != c.block_bytes) return false;
+  }
+  return true;
+}
+static_assert(canonical_blocks_hold(), "a block size differs from facts §b");
 
 }  // namespace turboquant::core

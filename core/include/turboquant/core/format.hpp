@@ -83,18 +83,30 @@ inline constexpr const char* format_problem(const Format& f) {
   return nullptr;
 }
 
+// The sizes of a format as kernels templated on its numbers see it:
+// `constexpr Format f = make_format(D, KB, VB);` then f.data_bytes() etc.
+// (norm correction changes no size).
+TQ_HD constexpr Format make_format(int head_dim, int key_bits, int value_bits, bool norm_correction = false) {
+  return Format{key_bits, value_bits, norm_correction, head_dim};
+}
+
 // Canonical sizes (facts §b), frozen at compile time.
-static_assert(preset_format(Preset::k4BitNc, 128).slot_bytes() == 134);
-static_assert(preset_format(Preset::kK3V4Nc, 128).slot_bytes() == 118);
-static_assert(preset_format(Preset::k3BitNc, 128).slot_bytes() == 102);
-static_assert(preset_format(Preset::kK8V4, 128).slot_bytes() == 196);
-static_assert(preset_format(Preset::k4BitNc, 64).slot_bytes() == 70);
-static_assert(preset_format(Preset::kK3V4Nc, 64).slot_bytes() == 62);
-static_assert(preset_format(Preset::k3BitNc, 64).slot_bytes() == 54);
-static_assert(preset_format(Preset::kK8V4, 64).slot_bytes() == 100);
-static_assert(preset_format(Preset::k4BitNc, 256).slot_bytes() == 262);
-static_assert(preset_format(Preset::kK3V4Nc, 256).slot_bytes() == 230);
-static_assert(preset_format(Preset::k3BitNc, 256).slot_bytes() == 198);
-static_assert(preset_format(Preset::kK8V4, 256).slot_bytes() == 388);
+struct CanonicalSlot {
+  Preset preset;
+  int head_dim;
+  int slot_bytes;
+};
+inline constexpr CanonicalSlot kCanonicalSlots[] = {
+    {Preset::k4BitNc, 128, 134}, {Preset::kK3V4Nc, 128, 118}, {Preset::k3BitNc, 128, 102}, {Preset::kK8V4, 128, 196},
+    {Preset::k4BitNc, 64, 70},   {Preset::kK3V4Nc, 64, 62},   {Preset::k3BitNc, 64, 54},   {Preset::kK8V4, 64, 100},
+    {Preset::k4BitNc, 256, 262}, {Preset::kK3V4Nc, 256, 230}, {Preset::k3BitNc, 256, 198}, {Preset::kK8V4, 256, 388},
+};
+constexpr bool canonical_slots_hold() {
+  for (const CanonicalSlot& c : kCanonicalSlots) {
+    if (preset_format(c.preset, c.head_dim).slot_bytes() != c.slot_bytes) return false;
+  }
+  return true;
+}
+static_assert(canonical_slots_hold(), "a slot size differs from facts §b");
 
 }  // namespace turboquant::core

@@ -48,11 +48,14 @@ TQ_HD std::uint16_t float_to_fp16(float f) {
 
 // fp16 metadata are clamped to the finite range before narrowing, so that a
 // huge norm, scale or zero point is stored as +-65504, never inf (gh-53334).
-TQ_HD std::uint16_t float_to_fp16_clamped(float f) {
+// clamp_meta is that clamp on its own (NaN passes), for backends that narrow
+// with their own conversion instructions.
+TQ_HD float clamp_meta(float f) {
   if (f > kFp16Max) f = kFp16Max;
   if (f < -kFp16Max) f = -kFp16Max;
-  return float_to_fp16(f);
+  return f;
 }
+TQ_HD std::uint16_t float_to_fp16_clamped(float f) { return float_to_fp16(clamp_meta(f)); }
 
 TQ_HD float bf16_to_float(std::uint16_t b) { return bits_float(static_cast<std::uint32_t>(b) << 16); }
 

@@ -11,21 +11,60 @@ inline constexpr float kNormEpsilon = 1e-8f;        // added to ||k|| before div
 inline constexpr float kCorrectionEpsilon = 1e-16f;  // added to sum c^2 under the sqrt (facts §d.3)
 inline constexpr float kMinValueScale = 1e-8f;      // value scale floor (facts §e)
 
-// x_hat[d] = k[d] / (||k|| + 1e-8); returns ||k|| = sqrt(dot16(k, k)).
-TQ_HD float normalize_key(const float* k, int dims, float* x_hat) {
-  const float norm = sqrt_rn(dot16(k, k, dims));
-  const float denom = add_rn(norm, kNormEpsilon);
-  for (int d = 0; d < dims; ++d) x_hat[d] = div_rn(k[d], denom);
-  return norm;
+// Each formula below is split into its reduction (dot16, a min/max scan),
+// which a backend may evaluate its own way as long as it gives the contract's
+// bits, and a finishing step that every backend calls.
+
+// ||k|| and the divisor of the normalization, from sum_sq = dot16(k, k).
+struct KeyDenominator {
+  float norm;   // sqrt(sum_sq)
+  float denom;  // norm + 1e-8
+};
+TQ_HD KeyDenominator key_denominator(float sum_sq) {
+  const float norm = sqrt_rn(sum_sq);
+  return KeyDenominator{norm, add_rn(norm, kNormEpsilon)};
 }
 
-// The stored key norm: with norm correction, norm * (1 / sqrt(sum c[idx]^2 + 1e-16)),
-// so that the reconstruction c[idx] * stored has exactly the original norm.
-TQ_HD float stored_key_norm(float norm, const float* centroid_values, int dims, bool norm_correction) {
+// x_hat[d] = k[d] / (||k|| + 1e-8); returns ||k|| = sqrt(dot16(k, k)).
+TQ_HD float normalize_key(const float* k, int dims, float* x_hat) {
+  const KeyDenominator kd = key_denominator(dot16(k, k, dims));
+  for (int d = 0; d < dims; ++d) x_hat[d] = div_rn(k[d], kd.denom);
+  return kd.norm;
+}
+
+// The stored key norm from centroid_sum_sq = dot16(c, c) of the
+// reconstruction c[d] = centroids[idx[d]]: with norm correction,
+// norm * (1 / sqrt(sum c^2 + 1e-16)), so that c[idx] * stored has exactly the
+// original norm; without it, norm (the sum is then not used).
+TQ_HD float stored_key_norm(float norm, float centroid_sum_sq, bool norm_correction) {
   if (!norm_correction) return norm;
-  const float sum_sq = dot16(centroid_values, centroid_values, dims);
-  const float inv = div_rn(1.0f, sqrt_rn(add_rn(sum_sq, kCorrectionEpsilon)));
+  const float inv = div_rn(1.0f, sqrt_rn(add_rn(centroid_sum_sq, kCorrectionEpsilon)));
   return mul_rn(norm, inv);
+}
+TQ_HD float stored_key_norm(float norm, const float* centroid_values, int dims, bool norm_correction) {
+  return norm_correction ? stored_key_norm(norm, dot16(centroid_values, centroid_values, dims), true) : norm;
+}
+
+// The value range by sequential comparison (exact; any order gives the same
+// numbers except for the sign of a zero extreme).
+struct ValueRange {
+  float min;
+  float max;
+};
+TQ_HD ValueRange value_range(const float* v, int dims) {
+  float mn = v[0];
+  float mx = v[0];
+  for (int d = 1; d < dims; ++d) {
+    mn = v[d] < mn ? v[d] : mn;
+    mx = v[d] > mx ? v[d] : mx;
+  }
+  return ValueRange{mn, mx};
+}
+
+// scale = (max - min) / (2^bits - 1), floored at 1e-8 (also for NaN).
+TQ_HD float value_scale(float min, float max, int bits) {
+  const float scale = div_rn(sub_rn(max, min), static_cast<float>((1 << bits) - 1));
+  return scale > kMinValueScale ? scale : kMinValueScale;
 }
 
 struct ValueParams {
@@ -33,17 +72,8 @@ struct ValueParams {
   float zero = 0.0f;   // the minimum
 };
 
-TQ_HD ValueParams value_params(const float* v, int dims, int bits) {
-  float mn = v[0];
-  float mx = v[0];
-  for (int d = 1; d < dims; ++d) {
-    mn = v[d] < mn ? v[d] : mn;
-    mx = v[d] > mx ? v[d] : mx;
-  }
-  float scale = div_rn(sub_rn(mx, mn), static_cast<float>((1 << bits) - 1));
-  if (!(scale > kMinValueScale)) scale = kMinValueScale;
-  return ValueParams{scale, mn};
-}
+TQ_HD ValueParams value_params(ValueRange r, int bits) { return ValueParams{value_scale(r.min, r.max, bits), r.min}; }
+TQ_HD ValueParams value_params(const float* v, int dims, int bits) { return value_params(value_range(v, dims), bits); }
 
 // code = clamp(trunc(q + 0.5), 0, 2^bits - 1) for q = (v - zero) / scale:
 // round half up.

@@ -1,0 +1,109 @@
+// The fast decode's epilogue: the block's warps combine their online-softmax
+// states into the split's partial (max, sum, acc) in the workspace, the same
+// format as the strict kernels; merge_kernel finishes.
+#pragma once
+
+#include <cstdint>
+
+#include "fast_mainloop.cuh"
+
+namespace turboquant::cuda::detail {
+
+// Where the block's heads go: partials (first_row + h, split) for h < heads.
+struct FastPartialTarget {
+  std::int64_t first_row;
+  int split;
+  int heads;
+};
+
+// Every thread of the block calls it once its warp's loop is done and its
+// copies have landed. `work` is the pipeline region (reused for the warps'
+// fragments); warp_max and warp_sum are [kWarps][kHeads] of shared memory.
+template <int D, int KB, int VB>
+__device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWarpState<D, KB, VB>& w,
+                                                   const FastPartialTarget& out, std::uint8_t* work,
+                                                   float (*warp_max)[FastTraits<D, KB, VB>::kHeads],
+                                                   float (*warp_sum)[FastTraits<D, KB, VB>::kHeads], int tid) {
+  using T = FastTraits<D, KB, VB>;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int g = lane >> 2;
+  const int c = lane & 3;
+  // Column sums span the 8 lanes of a c.
+#pragma unroll
+  for (int x = 4; x <= 16; x <<= 1) {
+    w.l0 += __shfl_xor_sync(0xffffffffu, w.l0, x);
+    w.l1 += __shfl_xor_sync(0xffffffffu, w.l1, x);
+    w.z0 += __shfl_xor_sync(0xffffffffu, w.z0, x);
+    w.z1 += __shfl_xor_sync(0xffffffffu, w.z1, x);
+  }
+  if (g == 0) {
+    warp_max[warp][2 * c] = w.m0;
+    warp_max[warp][2 * c + 1] = w.m1;
+    warp_sum[warp][2 * c] = w.l0;
+    warp_sum[warp][2 * c + 1] = w.l1;
+  }
+  __syncthreads();  // every warp is done with its pipeline stages and has posted its max
+  pdl_launch_dependents();  // the merge grid may start launching (it waits for this grid)
+  float big0 = -core::kInf, big1 = -core::kInf;
+#pragma unroll
+  for (int v = 0; v < T::kWarps; ++v) {
+    big0 = fmaxf(big0, warp_max[v][2 * c]);
+    big1 = fmaxf(big1, warp_max[v][2 * c + 1]);
+  }
+  const float f0 = w.m0 == -core::kInf ? 0.0f : fast_exp2(w.m0 - big0);
+  const float f1 = w.m1 == -core::kInf ? 0.0f : fast_exp2(w.m1 - big1);
+  // Each warp stores its rescaled fragments (value scale 2^k undone, zero-point
+  // term added) as one float4 per (m-tile, lane): conflict-free, no serialization.
+  float4* frag = reinterpret_cast<float4*>(work);  // [warps][m-tiles][32]
+#pragma unroll
+  for (int j = 0; j < T::kMTiles; ++j) {
+    const float inv_lo = 1.0f / value_frag_scale<VB>(2 * j);  // exact: powers of two
+    const float inv_hi = 1.0f / value_frag_scale<VB>(2 * j + 1);
+    frag[(warp * T::kMTiles + j) * 32 + lane] =
+        make_float4(f0 * (w.o[j][0] * inv_lo + w.z0), f1 * (w.o[j][1] * inv_lo + w.z1),
+                    f0 * (w.o[j][2] * inv_hi + w.z0), f1 * (w.o[j][3] * inv_hi + w.z1));
+  }
+  __syncthreads();
+  const std::int64_t first_partial = out.first_row * p.num_splits + out.split;
+  for (int i = tid; i < T::kMTiles * 32; i += T::kThreads) {
+    const int j = i / 32;
+    const int ln = i % 32;
+    float4 v = frag[j * 32 + ln];
+#pragma unroll
+    for (int u = 1; u < T::kWarps; ++u) {
+      const float4 x = frag[(u * T::kMTiles + j) * 32 + ln];
+      v.x += x.x;
+      v.y += x.y;
+      v.z += x.z;
+      v.w += x.w;
+    }
+    // Fragment (m-tile j, lane ln): heads 2(ln%4), 2(ln%4)+1; dims (ln/4)*D/8 + 2j, + 1.
+    const int h = 2 * (ln & 3);
+    const int d0 = (ln >> 2) * (D / 8) + 2 * j;
+    if (h < out.heads) {
+      float* dst = p.partial_acc + (first_partial + std::int64_t{h} * p.num_splits) * D + d0;
+      dst[0] = v.x;
+      dst[1] = v.z;
+    }
+    if (h + 1 < out.heads) {
+      float* dst = p.partial_acc + (first_partial + std::int64_t{h + 1} * p.num_splits) * D + d0;
+      dst[0] = v.y;
+      dst[1] = v.w;
+    }
+  }
+  if (tid < out.heads) {
+    float big = -core::kInf;
+    for (int v = 0; v < T::kWarps; ++v) big = fmaxf(big, warp_max[v][tid]);
+    float sum = 0.0f;
+    for (int v = 0; v < T::kWarps; ++v) {
+      const float m = warp_max[v][tid];
+      sum += m == -core::kInf ? 0.0f : fast_exp2(m - big) * warp_sum[v][tid];
+    }
+    float* ml = p.partial_ml + (first_partial + std::int64_t{tid} * p.num_splits) * 2;
+    ml[0] = big;
+    ml[1] = sum;
+  }
+}
+
+}  // namespace turboquant::cuda::detail

@@ -1,0 +1,179 @@
+// The fast decode's per-warp work: the block's setup (pair table, query B
+// fragments) and the main loop's step for one staged tile: scores S^T = K Q^T,
+// the online softmax (base 2) per query head, and O^T += V^T P^T.
+#pragma once
+
+#include <cstdint>
+
+#include "fast_fragments.cuh"
+#include "fast_traits.cuh"
+#include "query_prep.cuh"
+
+namespace turboquant::cuda::detail {
+
+// Pair table: entry e -> (c[e & mask], c[e >> KB]) as fp16x2, in interleaved
+// copies. `centroid_half` is 16 words of shared memory. The caller's next
+// block barrier publishes the table.
+template <int D, int KB, int VB>
+__device__ __forceinline__ void build_pair_table(const DecodeParams& p, std::uint8_t* lut,
+                                                 std::uint32_t* centroid_half, int tid) {
+  using T = FastTraits<D, KB, VB>;
+  if (tid < (1 << KB)) {
+    float cv = 0.0f;
+#pragma unroll
+    for (int k = 0; k < (1 << KB); ++k) cv = k == tid ? p.codebook.centroids[k] : cv;
+    centroid_half[tid] = pack_half2(cv, 0.0f);
+  }
+  __syncthreads();
+  uint4* lut128 = reinterpret_cast<uint4*>(lut);  // four copies per store
+  for (int i = tid; i < T::kLutEntries * T::kLutCopies / 4; i += T::kThreads) {
+    const int e = i / (T::kLutCopies / 4);
+    const std::uint32_t v = centroid_half[e & ((1 << KB) - 1)] | (centroid_half[e >> KB] << 16);
+    lut128[i] = make_uint4(v, v, v, v);
+  }
+}
+
+// This lane's B fragments of Q^T from the prepared query q[kHeads][D]: head g,
+// dims c*D/4 + 4ks + {0, 1} and {2, 3}; heads past `heads` are zero columns.
+template <int D, int KB, int VB>
+__device__ __forceinline__ void query_fragments(const float* prep, int heads, int g, int c,
+                                                std::uint32_t (&qb)[FastTraits<D, KB, VB>::kKSteps][2]) {
+  using T = FastTraits<D, KB, VB>;
+  const float* q = prep + g * D + c * (D / 4);
+#pragma unroll
+  for (int ks = 0; ks < T::kKSteps; ++ks) qb[ks][0] = qb[ks][1] = 0u;
+  if (g < heads) {
+#pragma unroll
+    for (int ks = 0; ks < T::kKSteps; ++ks) {
+      qb[ks][0] = pack_half2(q[4 * ks], q[4 * ks + 1]);
+      qb[ks][1] = pack_half2(q[4 * ks + 2], q[4 * ks + 3]);
+    }
+  }
+}
+
+// One warp's online-softmax state over its tiles, per lane: the O^T fragments
+// (dim row g, heads 2c, 2c+1), (dim row g + 8, heads 2c, 2c+1) and, for heads
+// 2c and 2c + 1, the running max and this lane's shares of the sum and of
+// sum p * zero.
+template <int D, int KB, int VB>
+struct FastWarpState {
+  float o[FastTraits<D, KB, VB>::kMTiles][4];
+  float m0, m1;
+  float l0, l1;
+  float z0, z1;
+
+  __device__ __forceinline__ void init() {
+#pragma unroll
+    for (int j = 0; j < FastTraits<D, KB, VB>::kMTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    m0 = m1 = -core::kInf;
+    l0 = l1 = 0.0f;
+    z0 = z1 = 0.0f;
+  }
+};
+
+// What the tile step needs besides the staged tile: the pair table, this
+// lane's copy offset in it, and the query's B fragments.
+template <int D, int KB, int VB>
+struct FastTileInputs {
+  const std::uint8_t* lut;
+  std::uint32_t lut_lane_off;
+  const std::uint32_t (&qb)[FastTraits<D, KB, VB>::kKSteps][2];
+};
+
+// Folds the staged tile `st` (its first `valid` tokens count) into `w`.
+template <int D, int KB, int VB>
+__device__ __forceinline__ void fast_tile(FastWarpState<D, KB, VB>& w, const FastTileInputs<D, KB, VB>& in,
+                                          const std::uint8_t* st, int valid, int g, int c) {
+  using T = FastTraits<D, KB, VB>;
+  const __half* meta = reinterpret_cast<const __half*>(st + T::kTile * T::kRowBytes);
+
+  // S^T = K Q^T: rows tokens g, g + 8; columns heads 2c, 2c + 1.
+  std::uint32_t kw[2][T::kKeyWords];
+  load_chunk<T::kKeyChunk, T::kKeyAlign>(st + g * T::kRowBytes + c * T::kKeyChunk, kw[0]);
+  load_chunk<T::kKeyChunk, T::kKeyAlign>(st + (g + 8) * T::kRowBytes + c * T::kKeyChunk, kw[1]);
+  // Two accumulator chains (even and odd k-steps) halve the dependent mma latency.
+  float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float s_odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int ks = 0; ks < T::kKSteps; ++ks) {
+    uint4 a;
+    key_fragment<KB, T::kLutShift>(kw[0], ks, in.lut, in.lut_lane_off, a.x, a.z);
+    key_fragment<KB, T::kLutShift>(kw[1], ks, in.lut, in.lut_lane_off, a.y, a.w);
+    mma_16816(ks % 2 ? s_odd : s, a, in.qb[ks][0], in.qb[ks][1]);
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) s[i] += s_odd[i];
+  constexpr int kScaleField = T::kFp8 ? 0 : 1;
+  float scale0 = __half2float(meta[kScaleField * 16 + g]);
+  float scale1 = __half2float(meta[kScaleField * 16 + g + 8]);
+  float zero0 = __half2float(meta[(kScaleField + 1) * 16 + g]);
+  float zero1 = __half2float(meta[(kScaleField + 1) * 16 + g + 8]);
+  if constexpr (!T::kFp8) {
+    const float n0 = __half2float(meta[g]);
+    const float n1 = __half2float(meta[g + 8]);
+    s[0] *= n0;
+    s[1] *= n0;
+    s[2] *= n1;
+    s[3] *= n1;
+  }
+  if (valid < T::kTile) {  // the split's last tile: tokens past its end weigh nothing
+    if (g >= valid) {
+      s[0] = s[1] = -core::kInf;
+      scale0 = zero0 = 0.0f;
+    }
+    if (g + 8 >= valid) {
+      s[2] = s[3] = -core::kInf;
+      scale1 = zero1 = 0.0f;
+    }
+  }
+  // Online softmax (base 2) per head column; the column max spans the 8 lanes of a c.
+  float mx0 = fmaxf(s[0], s[2]);
+  float mx1 = fmaxf(s[1], s[3]);
+#pragma unroll
+  for (int x = 4; x <= 16; x <<= 1) {
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
+  }
+  const float new0 = fmaxf(w.m0, mx0);
+  const float new1 = fmaxf(w.m1, mx1);
+  const float ref0 = new0 == -core::kInf ? 0.0f : new0;
+  const float ref1 = new1 == -core::kInf ? 0.0f : new1;
+  const float alpha0 = fast_exp2(w.m0 - ref0);
+  const float alpha1 = fast_exp2(w.m1 - ref1);
+  w.m0 = new0;
+  w.m1 = new1;
+  s[0] = fast_exp2(s[0] - ref0);
+  s[1] = fast_exp2(s[1] - ref1);
+  s[2] = fast_exp2(s[2] - ref0);
+  s[3] = fast_exp2(s[3] - ref1);
+  w.l0 = w.l0 * alpha0 + (s[0] + s[2]);
+  w.l1 = w.l1 * alpha1 + (s[1] + s[3]);
+  w.z0 = w.z0 * alpha0 + (s[0] * zero0 + s[2] * zero1);
+  w.z1 = w.z1 * alpha1 + (s[1] * zero0 + s[3] * zero1);
+  if (__any_sync(0xffffffffu, alpha0 != 1.0f || alpha1 != 1.0f)) {
+#pragma unroll
+    for (int j = 0; j < T::kMTiles; ++j) {
+      w.o[j][0] *= alpha0;
+      w.o[j][1] *= alpha1;
+      w.o[j][2] *= alpha0;
+      w.o[j][3] *= alpha1;
+    }
+  }
+  // O^T += V^T (P^T * scale). B: tokens 2c, 2c+1 | 8+2c, 9+2c (k) x head g (n).
+  const std::uint32_t pb0 = transpose_8x8(pack_half2(s[0] * scale0, s[1] * scale0));
+  const std::uint32_t pb1 = transpose_8x8(pack_half2(s[2] * scale1, s[3] * scale1));
+  std::uint32_t vw[4][T::kValueWords];
+  const std::uint8_t* vbase = st + T::kKeyBytes + g * T::kValueChunk;
+  load_chunk<T::kValueChunk, T::kValueAlign>(vbase + (2 * c) * T::kRowBytes, vw[0]);
+  load_chunk<T::kValueChunk, T::kValueAlign>(vbase + (2 * c + 1) * T::kRowBytes, vw[1]);
+  load_chunk<T::kValueChunk, T::kValueAlign>(vbase + (2 * c + 8) * T::kRowBytes, vw[2]);
+  load_chunk<T::kValueChunk, T::kValueAlign>(vbase + (2 * c + 9) * T::kRowBytes, vw[3]);
+#pragma unroll
+  for (int j = 0; j < T::kMTiles; ++j) {
+    const uint4 a = make_uint4(value_fragment<VB>(vw[0], vw[1], 2 * j), value_fragment<VB>(vw[0], vw[1], 2 * j + 1),
+                               value_fragment<VB>(vw[2], vw[3], 2 * j), value_fragment<VB>(vw[2], vw[3], 2 * j + 1));
+    mma_16816(w.o[j], a, pb0, pb1);
+  }
+}
+
+}  // namespace turboquant::cuda::detail

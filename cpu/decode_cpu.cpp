@@ -36,22 +36,32 @@ struct Item {
   int b, h, s, tokens;
 };
 
-// Decodes sequences [b0, b1) with `ws` holding their queries and partials.
+// The workspace of a chunk of sequences: their prepared query rows, then
+// their partials (core::PartialLayout, as many splits per row as the chunk's
+// longest split plan uses).
+struct ChunkLayout {
+  std::int64_t query_floats;
+  core::PartialLayout partials;
+  std::int64_t floats() const { return query_floats + partials.total_bytes() / 4; }
+};
+ChunkLayout chunk_layout(int dims, std::int64_t rows, int max_used_splits) {
+  return ChunkLayout{rows * dims, core::PartialLayout{cpu::partial_acc_pitch(dims), max_used_splits, rows}};
+}
+
+// Decodes sequences [b0, b1) with `ws` (layout c) holding their queries and partials.
 void run_chunk(const cpu::IsaKernels& k, DecodeProblem p, const DecodeArgs& a, const core::Rotation& rot, int b0,
-               int b1, float* ws, std::vector<std::int64_t>& partial_base,
-               tbb::enumerable_thread_specific<std::vector<float>>& scratch) {
+               int b1, float* ws, const ChunkLayout& c, tbb::enumerable_thread_specific<std::vector<float>>& scratch) {
   const BlockLayout& l = p.layout;
   const int dims = l.format.head_dim;
   const std::int64_t rows = std::int64_t{b1 - b0} * a.num_q_heads;
   p.queries = ws;
   p.first_row_batch = b0;
-  p.partials = ws + rows * dims;
-  std::int64_t offset = 0;
+  p.partials = c.partials;
+  p.partial_acc = ws + c.query_floats;
+  p.partial_ml = p.partial_acc + c.partials.ml_region_offset() / 4;
   std::vector<Item> items;  // non-empty work items, longest first (results do not depend on the order)
   for (int b = b0; b < b1; ++b) {
-    partial_base[b] = offset;
     const int used = cpu::used_splits(p.seq_lens[b], a.num_splits);
-    offset += std::int64_t{used} * l.num_kv_heads * p.group * p.partial_floats();
     for (int s = 0; s < used; ++s) {
       const int tokens = core::split_range(p.seq_lens[b], a.num_splits, s).size();
       for (int h = 0; h < l.num_kv_heads; ++h) items.push_back({b, h, s, tokens});
@@ -106,50 +116,31 @@ void run(const cpu::IsaKernels& k, const ConstCacheView& cache, const DecodeArgs
   p.num_q_heads = a.num_q_heads;
   p.group = a.num_q_heads / l.num_kv_heads;
   p.codebook = &cb;
-  std::vector<std::int64_t> partial_base(static_cast<std::size_t>(a.batch), 0);
-  p.partial_base = partial_base.data();
 
   const std::int64_t scratch_floats = cpu::decode_scratch_floats(p.group) + 16;
   tbb::enumerable_thread_specific<std::vector<float>> scratch(
       [scratch_floats] { return std::vector<float>(static_cast<std::size_t>(scratch_floats)); });
 
-  // Floats a sequence needs: its query rows and its non-empty splits' partials.
-  const auto need = [&](int b) {
-    return std::int64_t{a.num_q_heads} *
-           (dims + std::int64_t{cpu::used_splits(p.seq_lens[b], a.num_splits)} * p.partial_floats());
-  };
+  const auto used = [&](int b) { return cpu::used_splits(p.seq_lens[b], a.num_splits); };
   for (int b0 = 0; b0 < a.batch;) {
-    std::int64_t floats = need(b0);
+    int max_used = used(b0);
     int b1 = b0 + 1;
-    while (b1 < a.batch && floats + need(b1) <= kWorkspaceCap) floats += need(b1++);
-    cpu::Workspace ws(static_cast<std::size_t>(floats));
-    run_chunk(k, p, a, rot, b0, b1, ws.data(), partial_base, scratch);
+    for (; b1 < a.batch; ++b1) {
+      const int wider = std::max(max_used, used(b1));
+      if (chunk_layout(dims, std::int64_t{b1 + 1 - b0} * a.num_q_heads, wider).floats() > kWorkspaceCap) break;
+      max_used = wider;
+    }
+    const ChunkLayout c = chunk_layout(dims, std::int64_t{b1 - b0} * a.num_q_heads, max_used);
+    cpu::Workspace ws(static_cast<std::size_t>(c.floats()));
+    run_chunk(k, p, a, rot, b0, b1, ws.data(), c, scratch);
     b0 = b1;
   }
-}
-
-// Runs `fn` in the arena `threads` asks for; allocation failures become a Status.
-template <class Fn>
-Status run_guarded(int threads, Fn&& fn) {
-  try {
-    if (threads > 0) {
-      cpu::arena_for(threads).execute(fn);
-    } else {
-      fn();
-    }
-  } catch (const std::bad_alloc&) {
-    return Status(StatusCode::kInternal, "the CPU backend could not allocate its workspace (out of memory)");
-  }
-  return Status();
 }
 
 }  // namespace
 
 Status decode_cpu(const ConstCacheView& cache, const DecodeArgs& a, const CpuOptions& options) {
-  if (options.threads < 0) {
-    return Status(StatusCode::kInvalidArgument,
-                  "options.threads = " + std::to_string(options.threads) + ": must be >= 0 (0: all)");
-  }
+  if (Status s = cpu::check_threads(options.threads); !s.ok()) return s;
   if (Status s = validate_decode(cache, a); !s.ok()) return s;
   const cpu::IsaKernels* k = nullptr;
   if (Status s = cpu::select_isa(options.isa, &k); !s.ok()) return s;
@@ -158,7 +149,7 @@ Status decode_cpu(const ConstCacheView& cache, const DecodeArgs& a, const CpuOpt
   core::Rotation rot;
   (void)detail::resolve_codebook(cache.layout.format, a.codebook, &cb);  // validated above
   (void)detail::resolve_rotation(cache.layout.format, a.rotation, &rot);
-  return run_guarded(options.threads, [&] { run(*k, cache, a, *cb, rot); });
+  return cpu::run_in_arena(options.threads, "workspace", [&] { run(*k, cache, a, *cb, rot); });
 }
 
 std::vector<std::string> available_isas() { return cpu::runnable_isas(); }

@@ -14,10 +14,7 @@
 namespace turboquant {
 
 Status encode_cpu(const CacheView& cache, const EncodeArgs& a, const CpuOptions& options) {
-  if (options.threads < 0) {
-    return Status(StatusCode::kInvalidArgument,
-                  "options.threads = " + std::to_string(options.threads) + ": must be >= 0 (0: all)");
-  }
+  if (Status s = cpu::check_threads(options.threads); !s.ok()) return s;
   if (Status s = validate_encode(cache, a); !s.ok()) return s;
   const cpu::IsaKernels* k = nullptr;
   if (Status s = cpu::select_isa(options.isa, &k); !s.ok()) return s;
@@ -38,20 +35,10 @@ Status encode_cpu(const CacheView& cache, const EncodeArgs& a, const CpuOptions&
 
   // About 64 token-heads per task.
   const std::int64_t grain = std::max<std::int64_t>(1, 64 / cache.layout.num_kv_heads);
-  const auto body = [&] {
+  return cpu::run_in_arena(options.threads, "task state", [&] {
     tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, a.num_tokens, grain),
                       [&](const tbb::blocked_range<std::int64_t>& r) { k->encode_tokens(p, r.begin(), r.end()); });
-  };
-  try {
-    if (options.threads > 0) {
-      cpu::arena_for(options.threads).execute(body);
-    } else {
-      body();
-    }
-  } catch (const std::bad_alloc&) {
-    return Status(StatusCode::kInternal, "the CPU backend could not allocate its task state (out of memory)");
-  }
-  return Status();
+  });
 }
 
 }  // namespace turboquant

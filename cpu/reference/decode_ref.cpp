@@ -42,13 +42,7 @@ void decode_split(const ConstCacheView& cache, const std::int32_t* block_row, in
     for (int i = 0; i < n; ++i) {
       const int token = tile + i;
       const std::uint8_t* block = cache.data + l.block_base(block_row[token / l.block_size]);
-      const int slot = token % l.block_size;
-      core::decode_key_direction(l, block, slot, kv_head, cb, key);
-      const float norm = core::decode_key_norm(l, block, slot, kv_head);
-      for (int g = 0; g < group; ++g) {
-        const float dot = core::dot16(&queries[static_cast<std::size_t>(g) * dims], key, dims);
-        scores[g * kTileTokens + i] = core::key_score(l.format, dot, norm);
-      }
+      core::score_token(l, block, token % l.block_size, kv_head, cb, queries.data(), group, key, &scores[i], kTileTokens);
     }
     for (int g = 0; g < group; ++g) {
       const float alpha = core::softmax_fold_tile(parts[g].state, &scores[g * kTileTokens], n, &probs[g * kTileTokens]);

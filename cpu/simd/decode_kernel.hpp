@@ -96,11 +96,11 @@ struct DecodeKernels : DecodeTileOps<A> {
       F masked[R];
       for (int r = 0; r < R; ++r) masked[r] = xsimd::select(lanes[r] < count, x[r], F(-core::kInf));
       const float new_max = core::max_f(sc.run_max[g], S::max16(masked));
-      sc.refs[g] = (new_max == -core::kInf) ? 0.0f : new_max;  // all -inf: avoid -inf - -inf
-      sc.diff[g] = sc.run_max[g] - sc.refs[g];
+      sc.refs[g] = core::softmax_reference(new_max);
+      sc.diff[g] = core::softmax_exponent(sc.run_max[g], sc.refs[g]);
       sc.run_max[g] = new_max;
     }
-    for (int g0 = 0; g0 < group; g0 += W) {  // alpha = exp2(old max - ref), all heads at once
+    for (int g0 = 0; g0 < group; g0 += W) {  // alpha = core::softmax_weight(old max, ref), all heads at once
       alignas(64) float e[W];
       exp2_tq<A>(F::load_unaligned(sc.diff + g0)).store_aligned(e);
       for (int g = g0; g < g0 + W && g < group; ++g) {
@@ -114,7 +114,7 @@ struct DecodeKernels : DecodeTileOps<A> {
       const F ref(sc.refs[g]);
       for (int r = 0; r < R; ++r) {
         const F x = xsimd::select(lanes[r] < count, F::load_unaligned(sg + r * W), F(-core::kInf));
-        exp2_tq<A>(x - ref).store_unaligned(pg + r * W);
+        exp2_tq<A>(x - ref).store_unaligned(pg + r * W);  // core::softmax_weight(score, ref)
       }
       float sum = sc.run_sum[g] * sc.alpha[g];
       for (int t = 0; t < n; ++t) sum = sum + pg[t];
@@ -130,8 +130,8 @@ struct DecodeKernels : DecodeTileOps<A> {
     const int dims = f.head_dim;
     const int group = p.group;
     const int key_bytes = f.key_data_bytes();
-    const std::int64_t pf = p.partial_floats();
-    float* part = p.partial(b, h, s, 0);
+    const std::int64_t acc_stride = p.partials.acc_row_stride();  // between the group's query heads
+    float* part = p.acc(b, h * group, s);
     const float* queries = p.query(b, h * group);
     const Scratch sc(scratch, group);
     for (int g = 0; g < group; ++g) {
@@ -224,12 +224,13 @@ struct DecodeKernels : DecodeTileOps<A> {
       }
       for_head_blocks(group, [&]<int HB>(int g0) {
         Ops::template values_tile<VBits, HB>(vals, n, dims, sc.vt, sc.probs + g0 * kTile, sc.alpha + g0,
-                                             part + g0 * pf, pf, k == 0);
+                                             part + g0 * acc_stride, acc_stride, k == 0);
       });
     }
     for (int g = 0; g < group; ++g) {
-      part[g * pf + dims] = sc.run_max[g];
-      part[g * pf + dims + 1] = sc.run_sum[g];
+      float* ml = p.max_sum(b, h * group + g, s);
+      ml[0] = sc.run_max[g];
+      ml[1] = sc.run_sum[g];
     }
   }
 
@@ -239,37 +240,35 @@ struct DecodeKernels : DecodeTileOps<A> {
   // with the dims of a block in registers.
   static void merge_row(const DecodeProblem& p, int b, int q_head, float* out, float* lse) {
     const int dims = p.head_dim();
-    const int h = q_head / p.group;
-    const int g = q_head % p.group;
     const int seq_len = p.seq_lens[b];
     const int used = used_splits(seq_len, p.num_splits);
     float merged_max = -core::kInf;
-    for (int s = 0; s < used; ++s) merged_max = core::max_f(merged_max, p.partial(b, h, s, g)[dims]);
+    for (int s = 0; s < used; ++s) merged_max = core::merge_max(merged_max, p.max_sum(b, q_head, s)[0]);
     if (merged_max == -core::kInf) {  // no tokens
       for (int d = 0; d < dims; d += W) F(0.0f).store_unaligned(out + d);
       *lse = -core::kInf;
       return;
     }
     alignas(64) float w[1024 + 16];  // num_splits <= 1024
-    for (int s = 0; s < used; ++s) w[s] = p.partial(b, h, s, g)[dims] - merged_max;
+    for (int s = 0; s < used; ++s) w[s] = core::merge_exponent(p.max_sum(b, q_head, s)[0], merged_max);
     for (int s = used; s < used + W; ++s) w[s] = 0.0f;
-    for (int s = 0; s < used; s += W) exp2_tq<A>(F::load_aligned(w + s)).store_aligned(w + s);
+    for (int s = 0; s < used; s += W) exp2_tq<A>(F::load_aligned(w + s)).store_aligned(w + s);  // core::merge_weight
     float sum = 0.0f;
-    for (int s = 0; s < used; ++s) sum = std::fma(w[s], p.partial(b, h, s, g)[dims + 1], sum);
+    for (int s = 0; s < used; ++s) sum = core::merge_add(sum, w[s], p.max_sum(b, q_head, s)[1]);
     constexpr int kBlock = 8;  // registers of accumulators
     for (int d0 = 0; d0 < dims; d0 += kBlock * W) {
       const int nb = (dims - d0) / W < kBlock ? (dims - d0) / W : kBlock;
       F acc[kBlock];
       for (int j = 0; j < kBlock; ++j) acc[j] = F(0.0f);
       for (int s = 0; s < used; ++s) {
-        const float* part = p.partial(b, h, s, g) + d0;
+        const float* part = p.acc(b, q_head, s) + d0;
         const F ws(w[s]);
         for (int j = 0; j < nb; ++j) acc[j] = fma_rn<A>(ws, F::load_unaligned(part + j * W), acc[j]);
       }
       const F sv(sum);
-      for (int j = 0; j < nb; ++j) (acc[j] / sv).store_unaligned(out + d0 + j * W);
+      for (int j = 0; j < nb; ++j) (acc[j] / sv).store_unaligned(out + d0 + j * W);  // core::finalize_output
     }
-    *lse = (merged_max + fallback::log2(sum)) * core::kLn2;
+    *lse = core::lse_of_log2(merged_max, fallback::log2(sum));
   }
 
   // The decode item for the call's format.

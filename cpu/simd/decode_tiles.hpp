@@ -36,16 +36,16 @@ class TileWalker {
       : p_(p),
         l_(p.layout),
         block_row_(p.block_table + std::int64_t{b} * p.max_blocks_per_seq),
-        rec_stride_(std::int64_t{l_.num_kv_heads} * l_.format.data_bytes()),
-        key_off_(l_.key_data_offset(0, h)),
+        rec_stride_(l_.token_stride()),
+        key_off_(l_.head_key_offset(h)),
         token_(range.begin),
         end_(range.end),
         blk_(range.begin / l_.block_size),
         slot_(range.begin % l_.block_size),
         block_(p.cache + l_.block_base(block_row_[blk_])) {
-    meta_off_[0] = l_.format.fp8_keys() ? -1 : l_.meta_field_offset(0, h, core::MetaField::kKeyNorm);
-    meta_off_[1] = l_.meta_field_offset(0, h, core::MetaField::kValueScale);
-    meta_off_[2] = l_.meta_field_offset(0, h, core::MetaField::kValueZero);
+    meta_off_[0] = l_.format.fp8_keys() ? -1 : l_.meta_field_base(h, core::MetaField::kKeyNorm);
+    meta_off_[1] = l_.meta_field_base(h, core::MetaField::kValueScale);
+    meta_off_[2] = l_.meta_field_base(h, core::MetaField::kValueZero);
   }
 
   // The next tile (n = 0 after the last), its records and metadata prefetched
@@ -62,7 +62,7 @@ class TileWalker {
     t.block = block_;
     t.slot = slot_;
     for (int i = 0; i < t.n; ++i) {
-      const std::uint8_t* rec = block_ + key_off_ + slot_ * rec_stride_;
+      const std::uint8_t* rec = block_ + key_off_ + slot_ * rec_stride_;  // key_data_offset(slot_, h)
       t.key[i] = rec;
       prefetch_record<_MM_HINT_T1>(rec);
       if (!t.one_block) {
@@ -79,17 +79,18 @@ class TileWalker {
   }
 
   // Metadata field m (0 key norm, 1 value scale, 2 value zero) of the tile's
-  // tokens as fp32; lanes >= n are 0.
+  // tokens as fp32; lanes >= n are 0. The fields of consecutive slots are
+  // kMetaTokenStride = 2 bytes apart: one fp16 vector.
   void meta(const TileRecords& t, int m, F* out) const {
     if (t.one_block && t.n == kTile) {
-      S::half16(reinterpret_cast<const std::uint16_t*>(t.block + meta_off_[m] + 2 * t.slot), out);
+      S::half16(reinterpret_cast<const std::uint16_t*>(meta_at(t.block, m, t.slot)), out);
       return;
     }
     alignas(32) std::uint16_t h[kTile] = {};
     if (t.one_block) {
-      std::memcpy(h, t.block + meta_off_[m] + 2 * t.slot, 2 * static_cast<std::size_t>(t.n));
+      std::memcpy(h, meta_at(t.block, m, t.slot), 2 * static_cast<std::size_t>(t.n));
     } else {
-      for (int i = 0; i < t.n; ++i) std::memcpy(&h[i], t.blocks[i] + meta_off_[m] + 2 * t.slots[i], 2);
+      for (int i = 0; i < t.n; ++i) std::memcpy(&h[i], meta_at(t.blocks[i], m, t.slots[i]), 2);
     }
     S::half16(h, out);
   }
@@ -107,6 +108,10 @@ class TileWalker {
   }
 
  private:
+  // Metadata field m of `slot` in `block`.
+  [[gnu::always_inline]] const std::uint8_t* meta_at(const std::uint8_t* block, int m, int slot) const {
+    return block + meta_off_[m] + core::BlockLayout::kMetaTokenStride * slot;
+  }
   template <int Hint>
   [[gnu::always_inline]] static void prefetch(const std::uint8_t* a) {
     // What _mm_prefetch(a, Hint) expands to in GCC and clang alike (bit 2 of
@@ -121,8 +126,8 @@ class TileWalker {
     const int last = slot + kTile - 1 < l_.block_size ? slot + kTile - 1 : l_.block_size - 1;
     for (int m = 0; m < 3; ++m) {
       if (meta_off_[m] < 0) continue;
-      prefetch<_MM_HINT_T1>(block + meta_off_[m] + 2 * slot);
-      prefetch<_MM_HINT_T1>(block + meta_off_[m] + 2 * last);
+      prefetch<_MM_HINT_T1>(meta_at(block, m, slot));
+      prefetch<_MM_HINT_T1>(meta_at(block, m, last));
     }
   }
 

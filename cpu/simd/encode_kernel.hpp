@@ -28,10 +28,10 @@ struct EncodeKernels {
   static constexpr int kMaxRegs = core::kMaxHeadDim / W;
 
   // Elements [first, first + 16) of a K or V tensor, widened exactly to fp32.
-  static void load16(const void* base, DType t, std::int64_t first, F* out) {
-    if (t == DType::kFloat32) {
+  static void load16(const void* base, core::DType t, std::int64_t first, F* out) {
+    if (t == core::DType::kFloat32) {
       for (int r = 0; r < R; ++r) out[r] = F::load_unaligned(static_cast<const float*>(base) + first + r * W);
-    } else if (t == DType::kFloat16) {
+    } else if (t == core::DType::kFloat16) {
       S::half16(static_cast<const std::uint16_t*>(base) + first, out);
     } else {
       S::bf16x16(static_cast<const std::uint16_t*>(base) + first, out);
@@ -64,12 +64,7 @@ struct EncodeKernels {
   static void write_meta(const core::BlockLayout& l, std::uint8_t* block, int t, int h, const float* x,
                          const core::MetaField* fields, int count) {
     float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int i = 0; i < count; ++i) {
-      float v = x[i];
-      if (v > core::kFp16Max) v = core::kFp16Max;
-      if (v < -core::kFp16Max) v = -core::kFp16Max;
-      c[i] = v;
-    }
+    for (int i = 0; i < count; ++i) c[i] = core::clamp_meta(x[i]);
     alignas(16) std::uint16_t half[8];
     _mm_storeu_si128(reinterpret_cast<__m128i*>(half), S::to_half4(_mm_loadu_ps(c)));
     for (int i = 0; i < count; ++i) std::memcpy(block + l.meta_field_offset(t, h, fields[i]), &half[i], 2);
@@ -118,8 +113,9 @@ struct EncodeKernels {
     } else {
       // normalize_key: ||k|| = sqrt(dot16(k, k)); x_hat = k / (||k|| + 1e-8).
       F y[kMaxRegs];
-      const float norm = std::sqrt(sum_sq);
-      const F denom(norm + core::kNormEpsilon);
+      const core::KeyDenominator kd = core::key_denominator(sum_sq);
+      const float norm = kd.norm;
+      const F denom(kd.denom);
       for (int j = 0; j < nregs; ++j) y[j] = F::load_aligned(k + j * W) / denom;
 
       // rotate_forward.
@@ -162,12 +158,7 @@ struct EncodeKernels {
         S::template lookup<4>(codes, centroids, rec);
         for (int r = 0; r < R; ++r) sq[r] = fma_rn<A>(rec[r], rec[r], sq[r]);
       }
-      float stored = norm;
-      if (l.format.norm_correction) {  // core::stored_key_norm
-        const float inv = 1.0f / std::sqrt(S::reduce_one(sq) + core::kCorrectionEpsilon);
-        stored = norm * inv;
-      }
-      meta[nmeta] = stored;
+      meta[nmeta] = l.format.norm_correction ? core::stored_key_norm(norm, S::reduce_one(sq), true) : norm;
       fields[nmeta++] = core::MetaField::kKeyNorm;
     }
 
@@ -182,19 +173,11 @@ struct EncodeKernels {
         mn[r] = xsimd::select(x < mn[r], x, mn[r]);
         mx[r] = xsimd::select(x > mx[r], x, mx[r]);
       }
-    float vmin = S::min16(mn);
-    float vmax = S::max16(mx);
-    if (vmin == 0.0f || vmax == 0.0f) {
-      vmin = v[0];
-      vmax = v[0];
-      for (int d = 1; d < dims; ++d) {
-        vmin = v[d] < vmin ? v[d] : vmin;
-        vmax = v[d] > vmax ? v[d] : vmax;
-      }
-    }
+    core::ValueRange range{S::min16(mn), S::max16(mx)};
+    if (range.min == 0.0f || range.max == 0.0f) range = fallback::value_range(v, dims);
+    const float vmin = range.min;
+    const float scale = core::value_scale(range.min, range.max, VBits);
     constexpr int kLevels = (1 << VBits) - 1;
-    float scale = (vmax - vmin) / static_cast<float>(kLevels);
-    if (!(scale > core::kMinValueScale)) scale = core::kMinValueScale;
 
     // value_code: clamp(trunc((v - zero) / scale + 0.5), 0, levels).
     std::uint8_t* value_bytes = block + l.value_data_offset(t, h);

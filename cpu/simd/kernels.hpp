@@ -9,10 +9,12 @@
 
 #include "turboquant/core/block_layout.hpp"
 #include "turboquant/core/codebook.hpp"
+#include "turboquant/core/dtype.hpp"
+#include "turboquant/core/partial_layout.hpp"
+#include "turboquant/core/quantize.hpp"
 #include "turboquant/core/rotation.hpp"
 #include "turboquant/core/softmax.hpp"
 #include "turboquant/core/split_plan.hpp"
-#include "turboquant/dtype.hpp"
 
 namespace turboquant::cpu {
 
@@ -30,24 +32,25 @@ struct DecodeProblem {
   int group = 1;
   const float* queries = nullptr;  // [batch][num_q_heads][head_dim]: rotated, times softmax_scale*log2(e)
   const core::Codebook* codebook = nullptr;  // Lloyd-Max keys only
-  // Partials of the sequences being processed: sequence b's non-empty splits
-  // at partials + partial_base[b], [split][kv head][group] x partial_floats().
-  float* partials = nullptr;
-  const std::int64_t* partial_base = nullptr;
-  int first_row_batch = 0;  // `queries` starts at sequence first_row_batch
+  // Partials of the sequences being processed (rows from sequence
+  // first_row_batch on), laid out by core::PartialLayout; every accumulator
+  // starts 64-byte aligned when `partial_acc` is.
+  core::PartialLayout partials;
+  float* partial_acc = nullptr;
+  float* partial_ml = nullptr;
+  int first_row_batch = 0;  // `queries` and the partials start at sequence first_row_batch
 
   int head_dim() const { return layout.format.head_dim; }
-  // One partial: acc[head_dim] (unnormalized), then max, sum; padded so that
-  // every acc starts 64-byte aligned when `partials` is.
-  std::int64_t partial_floats() const { return head_dim() + 16; }
-  float* partial(int b, int h, int s, int g) const {
-    const std::int64_t index = (std::int64_t{s} * layout.num_kv_heads + h) * group + g;
-    return partials + partial_base[b] + index * partial_floats();
-  }
-  const float* query(int b, int q_head) const {
-    return queries + (std::int64_t{b - first_row_batch} * num_q_heads + q_head) * head_dim();
-  }
+  std::int64_t row(int b, int q_head) const { return std::int64_t{b - first_row_batch} * num_q_heads + q_head; }
+  // acc[head_dim] (unnormalized) and (max, sum) of query head q_head, split s.
+  float* acc(int b, int q_head, int s) const { return partial_acc + partials.acc_offset(row(b, q_head), s); }
+  float* max_sum(int b, int q_head, int s) const { return partial_ml + partials.ml_offset(row(b, q_head), s); }
+  const float* query(int b, int q_head) const { return queries + row(b, q_head) * head_dim(); }
 };
+
+// The CPU's accumulator pitch: 16 floats of padding keep the accumulators of
+// neighbouring rows off the same 4 KiB offsets (and 64-byte aligned).
+inline int partial_acc_pitch(int head_dim) { return head_dim + 16; }
 
 // Splits of a sequence that hold tokens (a prefix of the split plan).
 inline int used_splits(int seq_len, int num_splits) {
@@ -66,7 +69,7 @@ struct EncodeProblem {
   core::BlockLayout layout;
   const void* keys = nullptr;    // [num_tokens][num_kv_heads][head_dim] of dtype
   const void* values = nullptr;  // same
-  DType dtype = DType::kFloat32;
+  core::DType dtype = core::DType::kFloat32;
   const void* slot_mapping = nullptr;  // int64 [num_tokens], possibly unaligned
   const core::Codebook* codebook = nullptr;
   bool midpoints_sorted = true;  // bucketize may binary-search (same result as counting)
@@ -92,6 +95,7 @@ float log2(float x);
 float fold_tile(core::SoftmaxState& state, const float* scores, int n, float* probs);
 void decode_fp8(const std::uint8_t* bytes, int dims, float* out);
 void encode_fp8(const float* k, int dims, std::uint8_t* out);
+core::ValueRange value_range(const float* v, int dims);
 void encode_token_head(const EncodeProblem& p, std::uint8_t* block, int t, int h, const float* k, const float* v);
 }  // namespace fallback
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels.hpp"
+#include "turboquant/core/elements.hpp"
 #include "turboquant/core/split_plan.hpp"
 #include "turboquant/core/token_codec.hpp"
 
@@ -23,6 +24,7 @@ void decode_fp8(const std::uint8_t* bytes, int dims, float* out) {
 void encode_fp8(const float* k, int dims, std::uint8_t* out) {
   for (int d = 0; d < dims; ++d) out[d] = core::float_to_fp8_e4m3(k[d]);
 }
+core::ValueRange value_range(const float* v, int dims) { return core::value_range(v, dims); }
 void encode_token_head(const EncodeProblem& p, std::uint8_t* block, int t, int h, const float* k, const float* v) {
   core::encode_token_head(p.layout, block, t, h, k, v, *p.codebook, p.rotation);
 }
@@ -40,10 +42,10 @@ void decode_item(const DecodeProblem& p, int b, int h, int s, float* scratch) {
   const core::BlockLayout& l = p.layout;
   const int dims = l.format.head_dim;
   const int group = p.group;
-  const std::int64_t pf = p.partial_floats();
+  const std::int64_t pf = p.partials.acc_row_stride();  // between the group's query heads
   const std::int32_t* block_row = p.block_table + std::int64_t{b} * p.max_blocks_per_seq;
   const float* queries = p.query(b, h * group);
-  float* part = p.partial(b, h, s, 0);
+  float* part = p.acc(b, h * group, s);
   float* scores = scratch;                      // [group][16]
   float* probs = scores + group * kTileTokens;  // [group][16]
   float* key = probs + group * kTileTokens;     // [head_dim]
@@ -59,13 +61,7 @@ void decode_item(const DecodeProblem& p, int b, int h, int s, float* scratch) {
     for (int i = 0; i < n; ++i) {
       const int token = tile + i;
       const std::uint8_t* block = p.cache + l.block_base(block_row[token / l.block_size]);
-      const int slot = token % l.block_size;
-      core::decode_key_direction(l, block, slot, h, *p.codebook, key);
-      const float norm = core::decode_key_norm(l, block, slot, h);
-      for (int g = 0; g < group; ++g) {
-        const float dot = core::dot16(queries + std::int64_t{g} * dims, key, dims);
-        scores[g * kTileTokens + i] = core::key_score(l.format, dot, norm);
-      }
+      core::score_token(l, block, token % l.block_size, h, *p.codebook, queries, group, key, scores + i, kTileTokens);
     }
     for (int g = 0; g < group; ++g) {
       const float alpha = core::softmax_fold_tile(states[g], scores + g * kTileTokens, n, probs + g * kTileTokens);
@@ -83,28 +79,28 @@ void decode_item(const DecodeProblem& p, int b, int h, int s, float* scratch) {
     }
   }
   for (int g = 0; g < group; ++g) {
-    part[g * pf + dims] = states[g].max;
-    part[g * pf + dims + 1] = states[g].sum;
+    float* ml = p.max_sum(b, h * group + g, s);
+    ml[0] = states[g].max;
+    ml[1] = states[g].sum;
   }
 }
 
 void merge_row(const DecodeProblem& p, int b, int q_head, float* out, float* lse) {
   const int dims = p.head_dim();
-  const int h = q_head / p.group;
-  const int g = q_head % p.group;
   const int seq_len = p.seq_lens[b];
   float merged_max = -core::kInf;
   for (int s = 0; s < p.num_splits; ++s) {
     if (core::split_range(seq_len, p.num_splits, s).empty()) continue;
-    merged_max = core::merge_max(merged_max, p.partial(b, h, s, g)[dims]);
+    merged_max = core::merge_max(merged_max, p.max_sum(b, q_head, s)[0]);
   }
   float sum = 0.0f;
   for (int d = 0; d < dims; ++d) out[d] = 0.0f;
   for (int s = 0; s < p.num_splits; ++s) {
     if (core::split_range(seq_len, p.num_splits, s).empty()) continue;
-    const float* part = p.partial(b, h, s, g);
-    const float w = core::merge_weight(part[dims], merged_max);
-    sum = core::merge_add(sum, w, part[dims + 1]);
+    const float* part = p.acc(b, q_head, s);
+    const float* ml = p.max_sum(b, q_head, s);
+    const float w = core::merge_weight(ml[0], merged_max);
+    sum = core::merge_add(sum, w, ml[1]);
     for (int d = 0; d < dims; ++d) out[d] = core::merge_add(out[d], w, part[d]);
   }
   for (int d = 0; d < dims; ++d) out[d] = core::finalize_output(out[d], sum, merged_max);
@@ -116,18 +112,6 @@ void encode_tokens(const EncodeProblem& p, std::int64_t begin, std::int64_t end)
   const int dims = l.format.head_dim;
   float k[core::kMaxHeadDim];
   float v[core::kMaxHeadDim];
-  const auto load = [&](const void* base, std::int64_t first, float* out) {
-    for (int d = 0; d < dims; ++d) {
-      const std::int64_t i = first + d;
-      if (p.dtype == DType::kFloat32) {
-        std::memcpy(&out[d], static_cast<const char*>(base) + 4 * i, 4);
-      } else {
-        std::uint16_t bits;
-        std::memcpy(&bits, static_cast<const char*>(base) + 2 * i, 2);
-        out[d] = p.dtype == DType::kFloat16 ? core::fp16_to_float(bits) : core::bf16_to_float(bits);
-      }
-    }
-  };
   for (std::int64_t i = begin; i < end; ++i) {
     std::int64_t slot;
     std::memcpy(&slot, static_cast<const std::uint8_t*>(p.slot_mapping) + 8 * i, 8);
@@ -136,8 +120,8 @@ void encode_tokens(const EncodeProblem& p, std::int64_t begin, std::int64_t end)
     const int t = static_cast<int>(slot % l.block_size);
     for (int h = 0; h < l.num_kv_heads; ++h) {
       const std::int64_t first = (i * l.num_kv_heads + h) * dims;
-      load(p.keys, first, k);
-      load(p.values, first, v);
+      core::load_row(p.keys, p.dtype, first, dims, k);
+      core::load_row(p.values, p.dtype, first, dims, v);
       core::encode_token_head(l, block, t, h, k, v, *p.codebook, p.rotation);
     }
   }

@@ -48,6 +48,19 @@ TQ_HD float decode_key_norm(const BlockLayout& l, const std::uint8_t* block, int
 // (and rotated, for Lloyd-Max keys): dot16, times the stored norm (MSE only).
 TQ_HD float key_score(const Format& f, float dot, float norm) { return f.fp8_keys() ? dot : mul_rn(dot, norm); }
 
+// The scores of token t's key against `group` prepared queries (consecutive
+// rows of head_dim floats): scores[g * score_stride] for query g. `key` is
+// scratch of head_dim floats (it is left holding the key direction).
+TQ_HD void score_token(const BlockLayout& l, const std::uint8_t* block, int t, int h, const Codebook& cb,
+                       const float* queries, int group, float* key, float* scores, int score_stride) {
+  const int dims = l.format.head_dim;
+  decode_key_direction(l, block, t, h, cb, key);
+  const float norm = decode_key_norm(l, block, t, h);
+  for (int g = 0; g < group; ++g) {
+    scores[g * score_stride] = key_score(l.format, dot16(queries + std::int64_t{g} * dims, key, dims), norm);
+  }
+}
+
 TQ_HD void decode_value(const BlockLayout& l, const std::uint8_t* block, int t, int h, float* out) {
   const std::uint8_t* bytes = block + l.value_data_offset(t, h);
   const float scale = read_meta(l, block, t, h, MetaField::kValueScale);

@@ -97,7 +97,113 @@ TEST_P(Case, CpuBackendMatchesGoldenOnEveryIsa) {
   }
 }
 
+// The backends `tq backends --json` lists.
+json listed_backends() {
+  const Result r = tq("backends --json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.parsed();
+}
+
+// Every backend that runs here decodes and encodes through tq like the golden
+// model: the same bits (the same rel_l2 vs golden: 0), or within cuda:fast's
+// 1e-3 when the backend says its decode is not exact.
+TEST_P(Case, EveryAvailableBackendReproducesTheGoldenModel) {
+  const fs::path dir = scratch();
+  const std::string c = q(kCases / GetParam());
+  ASSERT_EQ(tq("encode " + c + " --backend cpu-ref --out " + q(dir / "golden_cache.npy")).exit_code, 0);
+  const std::string golden_cache = slurp(dir / "golden_cache.npy");
+  int ran = 0;
+  for (const json& b : listed_backends()) {
+    if (!b["available"].get<bool>()) continue;
+    const std::string name = b["name"];
+    SCOPED_TRACE(name);
+    std::string file = name;
+    for (char& ch : file) ch = ch == ':' ? '_' : ch;
+    const fs::path out = dir / ("out_" + file + ".npy"), cache = dir / ("cache_" + file + ".npy");
+    const Result d = tq("decode " + c + " --backend " + name + " --threads 2 --out " + q(out) + " --json");
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    EXPECT_EQ(d.parsed()["backend"], name);
+    const json v = tq("validate " + c + " --output " + q(out) + " --json").parsed();
+    if (b["exact_decode"].get<bool>()) {
+      EXPECT_EQ(v["vs_golden"]["rel_l2"].get<double>(), 0.0);
+    } else {
+      EXPECT_LE(v["vs_golden"]["rel_l2"].get<double>(), 1e-3);
+    }
+    const Result e = tq("encode " + c + " --backend " + name + " --out " + q(cache));
+    ASSERT_EQ(e.exit_code, 0) << e.err;
+    EXPECT_TRUE(slurp(cache) == golden_cache) << "encode bytes differ from cpu-ref's";
+    ++ran;
+  }
+  EXPECT_GE(ran, 2);  // cpu-ref and cpu:scalar run everywhere
+}
+
 INSTANTIATE_TEST_SUITE_P(Vllm, Case, ::testing::ValuesIn(kCaseNames));
+
+TEST(Backends, ListsEveryBackendOfTheBuildWithAReason) {
+  const json all = listed_backends();
+  ASSERT_TRUE(all.is_array());
+  std::vector<std::string> names;
+  const Result isas = tq("isas");
+  for (const json& b : all) {
+    const std::string name = b["name"];
+    SCOPED_TRACE(name);
+    names.push_back(name);
+    ASSERT_TRUE(b["available"].is_boolean());
+    ASSERT_TRUE(b["reason"].is_string());
+    ASSERT_TRUE(b["exact_decode"].is_boolean());
+    EXPECT_FALSE(b["description"].get<std::string>().empty());
+    const bool available = b["available"].get<bool>();
+    // An unavailable backend says why; an available one has nothing to say.
+    EXPECT_EQ(b["reason"].get<std::string>().empty(), available);
+    if (name.rfind("cpu:", 0) == 0) {
+      EXPECT_EQ(available, isas.out.find(name.substr(4) + "\n") != std::string::npos) << isas.out;
+    }
+#ifndef TQ_TEST_TQ_HAS_CUDA
+    if (name.rfind("cuda:", 0) == 0) {
+      EXPECT_FALSE(available);
+      EXPECT_EQ(b["reason"].get<std::string>().rfind("not built with CUDA", 0), 0u) << b["reason"];
+    }
+#endif
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"cpu-ref", "cpu:scalar", "cpu:avx2", "cpu:avx512", "cuda:strict",
+                                             "cuda:fast"}));
+  EXPECT_TRUE(all[0]["available"].get<bool>());
+  EXPECT_TRUE(all[1]["available"].get<bool>());
+
+  // The text form: one line per backend, "<name> yes|no <description or reason>".
+  const Result text = tq("backends");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  std::istringstream lines(text.out);
+  std::size_t i = 0;
+  for (std::string line; std::getline(lines, line); ++i) {
+    ASSERT_LT(i, all.size()) << line;
+    const bool available = all[i]["available"].get<bool>();
+    EXPECT_EQ(line.rfind(all[i]["name"].get<std::string>() + " ", 0), 0u) << line;
+    EXPECT_NE(line.find(available ? " yes " : " no "), std::string::npos) << line;
+    EXPECT_NE(line.find((available ? all[i]["description"] : all[i]["reason"]).get<std::string>()), std::string::npos)
+        << line;
+  }
+  EXPECT_EQ(i, all.size());
+}
+
+// Asking for a backend that cannot run here: exit 3 and its reason; an unknown
+// name: exit 2, naming what exists.
+TEST(Backends, UnavailableOnesExitThreeWithTheirReason) {
+  const fs::path dir = scratch();
+  const std::string c = q(kCases / kCaseNames[0]) + " --out " + q(dir / "out.npy");
+  for (const json& b : listed_backends()) {
+    if (b["available"].get<bool>()) continue;
+    const std::string name = b["name"];
+    const Result r = tq("decode " + c + " --backend " + name);
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_EQ(r.err, "tq decode: backend " + name + ": " + b["reason"].get<std::string>() + "\n");
+  }
+  const Result unknown = tq("decode " + c + " --backend cpu:avx9000");
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.err;
+  for (const char* name : {"--backend", "cpu:avx9000", "cpu-ref", "cuda-strict", "cpu:scalar", "cuda:fast"}) {
+    EXPECT_NE(unknown.err.find(name), std::string::npos) << unknown.err;
+  }
+}
 
 // facts §b: sizes per token-head, and the D=128, bs=16, Hk=8 blocks measured on an H200.
 TEST(Info, PrintsTheNumbersOfFactsB) {

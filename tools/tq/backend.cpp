@@ -1,5 +1,6 @@
 #include "backend.hpp"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -7,12 +8,6 @@
 
 #include "common.hpp"
 #include "workload.hpp"
-
-// The fast CPU backend is wired in when its header is part of this tree.
-#if __has_include("turboquant/cpu.hpp")
-#include "turboquant/cpu.hpp"
-#define TQ_TOOL_HAVE_CPU_BACKEND 1
-#endif
 
 namespace tq {
 namespace {
@@ -29,80 +24,57 @@ std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
-// The golden model. `label` is "cpu-ref", or "cpu" when it stands in for a
-// fast CPU backend this build does not have.
-class ReferenceBackend final : public Backend {
- public:
-  explicit ReferenceBackend(std::string label) : label_(std::move(label)) {}
-  std::string name() const override { return label_; }
-  std::string isa() const override { return "scalar"; }
-  int threads() const override { return 1; }
-  Status decode(const ConstCacheView& cache, const DecodeArgs& args) override {
-    return turboquant::decode_reference(cache, args);
+// The registry name a request selects; throws for --isa values that do not fit.
+std::string registry_name(const BackendRequest& r) {
+  if (r.name == "cpu-ref") {
+    if (!r.isa.empty() && r.isa != "scalar") {
+      fail_unavailable("--isa " + r.isa + ": backend cpu-ref runs only scalar code (this CPU runs: " +
+                       joined(available_isas()) + ")");
+    }
+    return r.name;
   }
-  Status encode(const CacheView& cache, const EncodeArgs& args) override {
-    return turboquant::encode_reference(cache, args);
+  if (r.name == "cpu") {
+    // The library's choice: --isa, else $TURBOQUANT_ISA, else the best ISA.
+    const std::string name = turboquant::cpu_backend_name(turboquant::CpuOptions{0, r.isa});
+    if (name.empty()) {
+      const char* env = std::getenv("TURBOQUANT_ISA");
+      const std::string isa = !r.isa.empty() ? "--isa " + r.isa : "TURBOQUANT_ISA=" + std::string(env ? env : "");
+      fail_unavailable(isa + ": not an ISA this CPU runs (available: " + joined(available_isas()) + ")");
+    }
+    return name;
   }
-
- private:
-  std::string label_;
-};
-
-void check_isa_is_scalar(const std::string& backend, const std::string& isa) {
-  if (isa.empty() || isa == "scalar") return;
-  fail_unavailable("--isa " + isa + ": backend " + backend +
-                   " runs only scalar code (this CPU runs: " + joined(available_isas()) + ")");
-}
-
-#ifdef TQ_TOOL_HAVE_CPU_BACKEND
-class CpuBackend final : public Backend {
- public:
-  explicit CpuBackend(turboquant::CpuOptions options) : options_(std::move(options)) {
-    name_ = turboquant::cpu_backend_name(options_);
+  if (r.name == "cuda") return "cuda:fast";
+  if (r.name == "cuda-strict") return "cuda:strict";
+  // A registry name: --isa may only repeat a cpu backend's own ISA.
+  if (!r.isa.empty() && r.name != "cpu:" + r.isa) {
+    fail("--isa", r.isa + ": backend " + r.name + " fixes its own ISA (use --backend cpu --isa " + r.isa + ")");
   }
-  const std::string& resolved_name() const { return name_; }
-  std::string name() const override { return name_; }
-  std::string isa() const override {
-    const std::size_t colon = name_.find(':');
-    return colon == std::string::npos ? name_ : name_.substr(colon + 1);
-  }
-  int threads() const override { return options_.threads > 0 ? options_.threads : hardware_threads(); }
-  Status decode(const ConstCacheView& cache, const DecodeArgs& args) override {
-    return turboquant::decode_cpu(cache, args, options_);
-  }
-  Status encode(const CacheView& cache, const EncodeArgs& args) override {
-    return turboquant::encode_cpu(cache, args, options_);
-  }
-
- private:
-  turboquant::CpuOptions options_;
-  std::string name_;
-};
-#endif
-
-std::unique_ptr<Backend> make_cpu(const BackendRequest& r) {
-#ifdef TQ_TOOL_HAVE_CPU_BACKEND
-  turboquant::CpuOptions options;
-  options.threads = r.threads;
-  options.isa = r.isa;
-  auto backend = std::make_unique<CpuBackend>(options);
-  if (backend->resolved_name().empty()) {
-    const char* env = std::getenv("TURBOQUANT_ISA");
-    const std::string isa = !r.isa.empty() ? "--isa " + r.isa : "TURBOQUANT_ISA=" + std::string(env ? env : "");
-    fail_unavailable(isa + ": not an ISA this CPU runs (available: " + joined(available_isas()) + ")");
-  }
-  return backend;
-#else
-  // No fast CPU backend in this build: the golden model stands in for it.
-  check_isa_is_scalar("cpu", r.isa);
-  return std::make_unique<ReferenceBackend>("cpu");
-#endif
+  return r.name;
 }
 
 }  // namespace
 
-Status Backend::timed_decode(const ConstCacheView& cache, const DecodeArgs& args, const TimingPlan& plan,
-                             std::vector<double>* ms) {
+void add_backend_options(CLI::App* app, BackendRequest* request) {
+  app->add_option("--backend", request->name, "cpu-ref, cpu, cuda, cuda-strict, or a name tq backends lists")
+      ->capture_default_str();
+  app->add_option("--isa", request->isa, "Force a SIMD instruction set of the cpu backend (see tq isas)");
+  app->add_option("--threads", request->threads, "CPU threads (0: all)")
+      ->transform(int32_value())
+      ->capture_default_str();
+}
+
+std::string Backend::isa() const {
+  const std::string n = name();
+  return n.rfind("cpu:", 0) == 0 ? n.substr(4) : "scalar";
+}
+
+int Backend::threads() const {
+  if (!backend_.threaded()) return 1;
+  return options_.threads > 0 ? options_.threads : hardware_threads();
+}
+
+turboquant::Status Backend::timed_decode(const ConstCacheView& cache, const DecodeArgs& args, const TimingPlan& plan,
+                                         std::vector<double>* ms) {
   ms->clear();
   const auto all = Clock::now();
   while (true) {
@@ -115,7 +87,7 @@ Status Backend::timed_decode(const ConstCacheView& cache, const DecodeArgs& args
   }
 }
 
-Status Backend::timed_encode(const CacheView& cache, const EncodeArgs& args, double* ms) {
+turboquant::Status Backend::timed_encode(const CacheView& cache, const EncodeArgs& args, double* ms) {
   const auto start = Clock::now();
   const Status s = encode(cache, args);
   *ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -128,23 +100,17 @@ std::string Backend::probe_name() const {
   return "CPU memory read, " + std::to_string(hardware_threads()) + " threads";
 }
 
-std::string default_backend_name() {
-#ifdef TQ_TOOL_HAVE_CPU_BACKEND
-  return "cpu";
-#else
-  return "cpu-ref";
-#endif
+std::string default_backend_name() { return "cpu"; }
+
+std::vector<std::string> backend_names() {
+  std::vector<std::string> names = {"cpu-ref", "cpu", "cuda", "cuda-strict"};
+  for (const turboquant::Backend* b : turboquant::backends()) {
+    if (std::find(names.begin(), names.end(), b->name()) == names.end()) names.emplace_back(b->name());
+  }
+  return names;
 }
 
-std::vector<std::string> backend_names() { return {"cpu-ref", "cpu", "cuda", "cuda-strict"}; }
-
-std::vector<std::string> available_isas() {
-#ifdef TQ_TOOL_HAVE_CPU_BACKEND
-  return turboquant::available_isas();
-#else
-  return {"scalar"};
-#endif
-}
+std::vector<std::string> available_isas() { return turboquant::available_isas(); }
 
 int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
@@ -152,19 +118,19 @@ std::unique_ptr<Backend> make_backend(const BackendRequest& request) {
   BackendRequest r = request;
   if (r.name.empty()) r.name = default_backend_name();
   if (r.threads < 0) fail("--threads", std::to_string(r.threads) + " must be >= 0 (0: all hardware threads)");
-  if (r.name == "cpu-ref") {
-    check_isa_is_scalar("cpu-ref", r.isa);
-    return std::make_unique<ReferenceBackend>("cpu-ref");
+  const std::string name = registry_name(r);
+  const turboquant::Backend* backend = turboquant::find_backend(name);
+  if (backend == nullptr) {
+    fail("--backend", "unknown backend \"" + r.name + "\" (expected one of " + joined(backend_names()) + ")");
   }
-  if (r.name == "cpu") return make_cpu(r);
-  if (r.name == "cuda" || r.name == "cuda-strict") {
+  if (const Status s = backend->status(); !s.ok()) fail_unavailable("backend " + r.name + ": " + s.message());
 #ifdef TQ_TOOL_HAVE_CUDA
-    return make_cuda_backend(r);
-#else
-    fail_unavailable("backend " + r.name + ": not built with CUDA (configure with -DTURBOQUANT_ENABLE_CUDA=ON)");
-#endif
+  if (name.rfind("cuda:", 0) == 0) {
+    if (!r.isa.empty()) fail("--isa", r.isa + ": applies to the CPU backends only, not " + r.name);
+    return make_cuda_backend(*backend);
   }
-  fail("--backend", "unknown backend \"" + r.name + "\" (expected one of " + joined(backend_names()) + ")");
+#endif
+  return std::make_unique<Backend>(*backend, r.threads);
 }
 
 }  // namespace tq

@@ -1,11 +1,13 @@
-// The backends tq can run, behind one small interface:
-//   cpu-ref      the golden model (scalar, single-threaded)
-//   cpu          the fast CPU backend (turboquant/cpu.hpp) when this build has
-//                one, else the golden model
-//   cuda         the CUDA backend's fast (tensor-core) decode, when built and a
-//                device is present
-//   cuda-strict  the CUDA kernels that reproduce the golden model's bits
-// A backend that cannot run here is a ToolError with exit code 3.
+// The backends tq runs are the library's registry (turboquant/backend.hpp,
+// `tq backends` lists them); --backend takes a registry name or one of tq's
+// short names:
+//   cpu-ref      the golden model
+//   cpu          the fast CPU backend on --isa, else $TURBOQUANT_ISA, else the
+//                best ISA this CPU runs ("cpu:avx2", ...)
+//   cuda         cuda:fast, the tensor-core decode
+//   cuda-strict  cuda:strict, the kernels that reproduce the golden model's bits
+// An unknown name is a ToolError with exit code 2, a backend that cannot run
+// here one with exit code 3. What tq adds is the timing of tq bench.
 #pragma once
 
 #include <memory>
@@ -13,6 +15,10 @@
 #include <vector>
 
 #include "turboquant/turboquant.hpp"
+
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace tq {
 
@@ -22,6 +28,9 @@ struct BackendRequest {
   int threads = 0;   // 0: all hardware threads
 };
 
+// --backend, --isa and --threads, bound to `request` (decode, encode, bench).
+void add_backend_options(CLI::App* app, BackendRequest* request);
+
 // How many timed runs: at least min_runs, more while under min_seconds, at most max_runs.
 struct TimingPlan {
   int min_runs = 3;
@@ -29,16 +38,22 @@ struct TimingPlan {
   double min_seconds = 1.0;
 };
 
+// A registry backend with the options of one tq run.
 class Backend {
  public:
+  Backend(const turboquant::Backend& backend, int threads) : backend_(backend), options_{threads} {}
   virtual ~Backend() = default;
-  // What runs, e.g. "cpu-ref", "cpu:avx2", "cuda:fast".
-  virtual std::string name() const = 0;
-  virtual std::string isa() const = 0;  // "scalar", "avx512", "sm_90", ...
-  virtual int threads() const = 0;
+  // The registry name, e.g. "cpu-ref", "cpu:avx2", "cuda:fast".
+  std::string name() const { return std::string(backend_.name()); }
+  virtual std::string isa() const;  // "scalar", "avx512", "sm_90", ...
+  int threads() const;
   // Host buffers in, host buffers out (device backends copy; synchronous).
-  virtual turboquant::Status decode(const turboquant::ConstCacheView& cache, const turboquant::DecodeArgs& args) = 0;
-  virtual turboquant::Status encode(const turboquant::CacheView& cache, const turboquant::EncodeArgs& args) = 0;
+  turboquant::Status decode(const turboquant::ConstCacheView& cache, const turboquant::DecodeArgs& args) const {
+    return backend_.decode(cache, args, options_);
+  }
+  turboquant::Status encode(const turboquant::CacheView& cache, const turboquant::EncodeArgs& args) const {
+    return backend_.encode(cache, args, options_);
+  }
 
   // For tq bench: the same calls with the inputs resident where the backend
   // computes, so that transfers are not timed. `ms` gets one time per run; the
@@ -50,13 +65,18 @@ class Backend {
   // The memory-bandwidth ceiling the decode is compared with, GB/s, and what was measured.
   virtual double probe_gbps();
   virtual std::string probe_name() const;
+
+ protected:
+  const turboquant::Backend& backend_;
+  turboquant::BackendOptions options_;
 };
 
 // Throws ToolError: exit 2 for an unknown name, 3 for one not available here.
 std::unique_ptr<Backend> make_backend(const BackendRequest& request);
 
-// "cpu" when the fast CPU backend is built in, else "cpu-ref".
+// "cpu": the fast CPU backend on the best ISA.
 std::string default_backend_name();
+// tq's short names, then the registry's.
 std::vector<std::string> backend_names();
 // SIMD instruction sets this CPU can run, "scalar" first.
 std::vector<std::string> available_isas();
@@ -64,8 +84,8 @@ std::vector<std::string> available_isas();
 int hardware_threads();
 
 #ifdef TQ_TOOL_HAVE_CUDA
-// backend_cuda.cpp: "cuda" (fast kernels) or "cuda-strict".
-std::unique_ptr<Backend> make_cuda_backend(const BackendRequest& request);
+// backend_cuda.cpp: a CUDA registry backend with device-resident timing.
+std::unique_ptr<Backend> make_cuda_backend(const turboquant::Backend& backend);
 #endif
 
 }  // namespace tq

@@ -242,11 +242,7 @@ Command add_bench(CLI::App& parent) {
       ->transform(int32_value())
       ->capture_default_str();
   app->add_option("--seed", o->spec.seed, "Seed of the random data")->transform(uint64_value())->capture_default_str();
-  app->add_option("--backend", o->backend.name, "cpu-ref, cpu, cuda, cuda-strict")->capture_default_str();
-  app->add_option("--isa", o->backend.isa, "Force a SIMD instruction set (see tq isas)");
-  app->add_option("--threads", o->backend.threads, "CPU threads (0: all)")
-      ->transform(int32_value())
-      ->capture_default_str();
+  add_backend_options(app, &o->backend);
   app->add_flag("--json", o->json, "Print one JSON object");
   return Command{app, [o] { return run_bench(*o); }};
 }

@@ -80,12 +80,7 @@ Command add_decode(CLI::App& parent) {
   app->add_option("--out", o->out, "Output .npy, float32 [B, Hq, D]")->required()->check(non_empty_path());
   app->add_option("--lse", o->lse, "Also write the log-sum-exp, float32 [B, Hq] (natural log)")
       ->check(non_empty_path());
-  app->add_option("--backend", o->backend.name, "cpu-ref (the golden model), cpu, cuda, cuda-strict")
-      ->capture_default_str();
-  app->add_option("--isa", o->backend.isa, "Force a SIMD instruction set (see tq isas)");
-  app->add_option("--threads", o->backend.threads, "CPU threads (0: all)")
-      ->transform(int32_value())
-      ->capture_default_str();
+  add_backend_options(app, &o->backend);
   CLI::Option* splits =
       app->add_option("--splits", o->splits, "KV splits per sequence (default: the case's num_kv_splits)")
           ->transform(int32_value());

@@ -177,8 +177,7 @@ Command add_encode(CLI::App& parent) {
       ->check(non_empty_path());
   app->add_option("--out", o->out, "Write the cache here (.npy uint8, the shape of the case's kv_cache)")
       ->check(non_empty_path());
-  app->add_option("--backend", o->backend.name, "cpu-ref (default), cpu, cuda, cuda-strict")->capture_default_str();
-  app->add_option("--threads", o->backend.threads, "CPU threads (0: all)")->transform(int32_value());
+  add_backend_options(app, &o->backend);
   app->add_flag("--json", o->json, "Print one JSON object");
   return Command{app, [o] { return run_encode(*o); }};
 }

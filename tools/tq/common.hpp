@@ -77,6 +77,7 @@ Command add_validate(CLI::App& parent);
 Command add_inspect(CLI::App& parent);
 Command add_bench(CLI::App& parent);
 Command add_isas(CLI::App& parent);
+Command add_backends(CLI::App& parent);
 
 // ---- formatting --------------------------------------------------------------
 
@@ -85,7 +86,7 @@ std::string fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
 std::string float_hex(float f);
 // A JSON number, or null when not finite (JSON has no NaN/Inf).
 json json_number(double x);
-// Prints one JSON object on stdout.
+// Prints one JSON value (an object; an array for tq backends) on stdout.
 void print_json(const json& j);
 // Preset names "turboquant_k8v4, ..." for messages.
 std::string preset_list();

@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
   app.fallthrough(false);
   const tq::Command commands[] = {tq::add_info(app),   tq::add_codebook(app), tq::add_encode(app),
                                   tq::add_decode(app), tq::add_validate(app), tq::add_inspect(app),
-                                  tq::add_bench(app),  tq::add_isas(app)};
+                                  tq::add_bench(app),  tq::add_isas(app),     tq::add_backends(app)};
   if (const std::string problem = check_command_word(app, argc, argv); !problem.empty()) {
     return report(app, problem, tq::kExitBadInput);
   }

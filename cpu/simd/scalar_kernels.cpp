@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels.hpp"
+#include "turboquant/core/decode_split.hpp"
 #include "turboquant/core/elements.hpp"
 #include "turboquant/core/split_plan.hpp"
 #include "turboquant/core/token_codec.hpp"
@@ -33,51 +34,14 @@ void encode_token_head(const EncodeProblem& p, std::uint8_t* block, int t, int h
 
 namespace {
 
-using core::kTileTokens;
-
-// decode_reference's decode_split for one work item, into the item's partials.
+// decode_reference's work item (core::decode_split), into the item's partials.
 void decode_item(const DecodeProblem& p, int b, int h, int s, float* scratch) {
   const core::TokenRange range = core::split_range(p.seq_lens[b], p.num_splits, s);
   if (range.empty()) return;
-  const core::BlockLayout& l = p.layout;
-  const int dims = l.format.head_dim;
   const int group = p.group;
-  const std::int64_t pf = p.partials.acc_row_stride();  // between the group's query heads
-  const std::int32_t* block_row = p.block_table + std::int64_t{b} * p.max_blocks_per_seq;
-  const float* queries = p.query(b, h * group);
-  float* part = p.acc(b, h * group, s);
-  float* scores = scratch;                      // [group][16]
-  float* probs = scores + group * kTileTokens;  // [group][16]
-  float* key = probs + group * kTileTokens;     // [head_dim]
-  float* value = key + dims;                    // [head_dim]
-  core::SoftmaxState* states = reinterpret_cast<core::SoftmaxState*>(value + dims);  // [group]
-
-  for (int g = 0; g < group; ++g) {
-    states[g] = core::SoftmaxState{};
-    for (int d = 0; d < dims; ++d) part[g * pf + d] = 0.0f;
-  }
-  for (int tile = range.begin; tile < range.end; tile += kTileTokens) {
-    const int n = range.end - tile < kTileTokens ? range.end - tile : kTileTokens;
-    for (int i = 0; i < n; ++i) {
-      const int token = tile + i;
-      const std::uint8_t* block = p.cache + l.block_base(block_row[token / l.block_size]);
-      core::score_token(l, block, token % l.block_size, h, *p.codebook, queries, group, key, scores + i, kTileTokens);
-    }
-    for (int g = 0; g < group; ++g) {
-      const float alpha = core::softmax_fold_tile(states[g], scores + g * kTileTokens, n, probs + g * kTileTokens);
-      for (int d = 0; d < dims; ++d) part[g * pf + d] = core::rescale(part[g * pf + d], alpha);
-    }
-    for (int i = 0; i < n; ++i) {
-      const int token = tile + i;
-      const std::uint8_t* block = p.cache + l.block_base(block_row[token / l.block_size]);
-      core::decode_value(l, block, token % l.block_size, h, value);
-      for (int g = 0; g < group; ++g) {
-        const float pr = probs[g * kTileTokens + i];
-        float* acc = part + g * pf;
-        for (int d = 0; d < dims; ++d) acc[d] = core::accumulate(acc[d], pr, value[d]);
-      }
-    }
-  }
+  auto* states = reinterpret_cast<core::SoftmaxState*>(scratch + core::decode_split_scratch_floats(group, p.head_dim()));
+  core::decode_split(p.layout, p.cache, p.block_table + std::int64_t{b} * p.max_blocks_per_seq, h, range, *p.codebook,
+                     p.query(b, h * group), group, states, p.acc(b, h * group, s), p.partials.acc_row_stride(), scratch);
   for (int g = 0; g < group; ++g) {
     float* ml = p.max_sum(b, h * group + g, s);
     ml[0] = states[g].max;

@@ -1,5 +1,6 @@
-// Helpers shared by the CPU backend tests: the ISA x thread-count matrix,
-// bitwise comparison of float buffers, and dumping a failing configuration.
+// Helpers shared by the CPU backend tests: the ISA x thread-count matrix (from
+// the registry of backends), bitwise comparison of float buffers, and dumping
+// a failing configuration.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "turboquant/backend.hpp"
 #include "turboquant/cpu.hpp"
 
 namespace turboquant::testing {
@@ -19,14 +21,18 @@ namespace turboquant::testing {
 struct CpuRun {
   std::string isa;
   int threads;
+  const Backend* backend = nullptr;  // the registry's "cpu:<isa>"
   std::string name() const { return isa + "/t" + std::to_string(threads); }
 };
 
-// Every ISA this CPU runs x the thread counts of the issue.
+// The registry's fast CPU backends that run here (one per ISA this CPU runs)
+// x the thread counts of the issue.
 inline std::vector<CpuRun> all_cpu_runs(std::vector<int> threads = {1, 2, 3, 8}) {
   std::vector<CpuRun> runs;
-  for (const std::string& isa : available_isas()) {
-    for (int t : threads) runs.push_back({isa, t});
+  for (const Backend* b : backends()) {
+    const std::string name(b->name());
+    if (name.rfind("cpu:", 0) != 0 || !b->available()) continue;
+    for (int t : threads) runs.push_back({name.substr(4), t, b});
   }
   return runs;
 }

@@ -1,7 +1,8 @@
 // Helpers for the reliability tests (docs/RELIABILITY.md): the backends a
-// test runs (the golden model always, the fast CPU backend when this tree
-// has it), guarded buffers, seeds, and a streaming float64 attention over the
-// dequantized cache for long sequences.
+// test runs (from the library's registry: the golden model, the fast CPU
+// backend on every ISA this CPU runs, the CUDA backends where a GPU is
+// present), guarded buffers, seeds, and a streaming float64 attention over
+// the dequantized cache for long sequences.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -21,12 +22,9 @@
 #include "turboquant/core/token_codec.hpp"
 #include "turboquant/detail/elements.hpp"
 #include "turboquant/turboquant.hpp"
-#if __has_include("turboquant/cpu.hpp")
+#include "turboquant/backend.hpp"
 #include "turboquant/cpu.hpp"
-#define TQ_REL_HAVE_CPU 1
-#else
-#define TQ_REL_HAVE_CPU 0
-#endif
+#define TQ_REL_HAVE_CPU 1  // the fast CPU backend is always built
 
 namespace tq_rel {
 
@@ -53,32 +51,41 @@ struct EncodeBackend {
   std::function<Status(const CacheView&, const EncodeArgs&)> encode;
 };
 
-// Every decode path of this build: the golden model, then the CPU backend at
-// 1 and 2 threads on its default ISA (test_determinism covers every ISA).
-inline std::vector<DecodeBackend> decode_backends() {
-  std::vector<DecodeBackend> v{{"reference", decode_reference}};
-#if TQ_REL_HAVE_CPU
-  for (int threads : {1, 2}) {
-    CpuOptions o;
-    o.threads = threads;
-    v.push_back({"cpu(threads=" + std::to_string(threads) + ")",
-                 [o](const ConstCacheView& c, const DecodeArgs& a) { return decode_cpu(c, a, o); }});
+// The registry's backends (turboquant/backend.hpp) that run here and whose
+// results the tests compare with the golden model's bits: every available
+// backend for encode, those with exact_decode() for decode (cuda:strict where
+// a GPU is present, not cuda:fast). The golden model is named "reference";
+// threaded backends run at 2 threads, the default CPU path at 1 thread too
+// (test_determinism covers more thread counts). `call(backend, options)`
+// makes the test's entry.
+template <class Entry, class Call>
+std::vector<Entry> exact_backends(bool decode, Call call) {
+  std::vector<Entry> v;
+  for (const Backend* b : backends()) {
+    if (!b->available() || (decode && !b->exact_decode())) continue;
+    const std::string name(b->name());
+    if (!b->threaded()) {
+      v.push_back({name == "cpu-ref" ? "reference" : name, call(b, BackendOptions{})});
+      continue;
+    }
+    const std::vector<int> thread_counts = name == cpu_backend_name() ? std::vector<int>{1, 2} : std::vector<int>{2};
+    for (int threads : thread_counts) {
+      v.push_back({name + "(threads=" + std::to_string(threads) + ")", call(b, BackendOptions{threads})});
+    }
   }
-#endif
   return v;
 }
 
+inline std::vector<DecodeBackend> decode_backends() {
+  return exact_backends<DecodeBackend>(true, [](const Backend* b, BackendOptions o) {
+    return [b, o](const ConstCacheView& c, const DecodeArgs& a) { return b->decode(c, a, o); };
+  });
+}
+
 inline std::vector<EncodeBackend> encode_backends() {
-  std::vector<EncodeBackend> v{{"reference", encode_reference}};
-#if TQ_REL_HAVE_CPU
-  for (int threads : {1, 2}) {
-    CpuOptions o;
-    o.threads = threads;
-    v.push_back({"cpu(threads=" + std::to_string(threads) + ")",
-                 [o](const CacheView& c, const EncodeArgs& a) { return encode_cpu(c, a, o); }});
-  }
-#endif
-  return v;
+  return exact_backends<EncodeBackend>(false, [](const Backend* b, BackendOptions o) {
+    return [b, o](const CacheView& c, const EncodeArgs& a) { return b->encode(c, a, o); };
+  });
 }
 
 // A buffer with kGuard canary bytes before and after it, in one allocation.
@@ -142,6 +149,25 @@ inline bool metadata_finite(const BlockLayout& l, const std::uint8_t* cache, con
   return true;
 }
 
+// x <- H x / sqrt(n), H the Sylvester Hadamard matrix (H[i][j] =
+// (-1)^popcount(i & j)), as a fast Walsh-Hadamard transform: the query in the
+// basis of Lloyd-Max keys. f64_oracle.hpp multiplies by the matrix instead, so
+// the two oracles also check each other's rotation.
+inline void hadamard_f64(std::vector<double>& x) {
+  const std::size_t n = x.size();
+  for (std::size_t half = 1; half < n; half *= 2) {
+    for (std::size_t i = 0; i < n; i += 2 * half) {
+      for (std::size_t j = i; j < i + half; ++j) {
+        const double a = x[j], b = x[j + half];
+        x[j] = a + b;
+        x[j + half] = a - b;
+      }
+    }
+  }
+  const double r = 1.0 / std::sqrt(double(n));
+  for (double& v : x) v *= r;
+}
+
 // Streaming float64 attention over the dequantized cache, written like
 // tests/common/f64_oracle.hpp (independent of the library's decode) but in one
 // pass with a running max, so that 1,000,000-token sequences need no
@@ -162,15 +188,8 @@ inline void f64_attention_streaming(const tqt::OracleInput& in, std::vector<doub
     for (int hq = 0; hq < in.num_q_heads; ++hq) {
       const int h = hq / group;
       const float* qrow = in.query + (std::int64_t{b} * in.num_q_heads + hq) * D;
-      for (int i = 0; i < D; ++i) {
-        if (f.fp8_keys()) {
-          q[i] = qrow[i];
-          continue;
-        }
-        double s = 0;
-        for (int j = 0; j < D; ++j) s += (__builtin_popcount(i & j) & 1 ? -1.0 : 1.0) * qrow[j];
-        q[i] = s / std::sqrt(double(D));
-      }
+      q.assign(qrow, qrow + D);
+      if (!f.fp8_keys()) hadamard_f64(q);
       double mx = -INFINITY, den = 0;
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int t = 0; t < len; ++t) {

@@ -40,35 +40,28 @@ struct Isa<xsimd::avx512bw> {
   static __m512i codes(const std::uint8_t* rec, int c) {
     if constexpr (Bits == 4) {
       const __m512i q = _mm512_set1_epi64(static_cast<long long>(load_u64(rec + 8 * c)));
-      const __m512i bytes = _mm512_shuffle_epi8(q, shuffle4());
+      const __m512i bytes = _mm512_shuffle_epi8(q, code_shuffle<4>());
       return _mm512_srlv_epi32(bytes, _mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0));
     } else {
       const __m512i q = _mm512_set1_epi64(static_cast<long long>(load_u64(rec + 6 * c)));
-      const __m512i bytes = _mm512_shuffle_epi8(q, shuffle3());
+      const __m512i bytes = _mm512_shuffle_epi8(q, code_shuffle<3>());
       return _mm512_srlv_epi32(bytes, _mm512_set_epi32(5, 2, 7, 4, 1, 6, 3, 0, 5, 2, 7, 4, 1, 6, 3, 0));
     }
   }
   // vpshufb controls (per 128-bit lane, which holds the broadcast qword
-  // twice): dword i <- byte i/2 (4-bit); bytes 3i/8 and 3i/8 + 1 (3-bit).
-  static __m512i shuffle4() {
-    return _mm512_set_epi32(static_cast<int>(0x80808007u), static_cast<int>(0x80808007u),
-                            static_cast<int>(0x80808006u), static_cast<int>(0x80808006u),
-                            static_cast<int>(0x80808005u), static_cast<int>(0x80808005u),
-                            static_cast<int>(0x80808004u), static_cast<int>(0x80808004u),
-                            static_cast<int>(0x80808003u), static_cast<int>(0x80808003u),
-                            static_cast<int>(0x80808002u), static_cast<int>(0x80808002u),
-                            static_cast<int>(0x80808001u), static_cast<int>(0x80808001u),
-                            static_cast<int>(0x80808000u), static_cast<int>(0x80808000u));
-  }
-  static __m512i shuffle3() {
-    return _mm512_set_epi32(static_cast<int>(0x80800605u), static_cast<int>(0x80800605u),
-                            static_cast<int>(0x80800504u), static_cast<int>(0x80800504u),
-                            static_cast<int>(0x80800504u), static_cast<int>(0x80800403u),
-                            static_cast<int>(0x80800403u), static_cast<int>(0x80800403u),
-                            static_cast<int>(0x80800302u), static_cast<int>(0x80800302u),
-                            static_cast<int>(0x80800201u), static_cast<int>(0x80800201u),
-                            static_cast<int>(0x80800201u), static_cast<int>(0x80800100u),
-                            static_cast<int>(0x80800100u), static_cast<int>(0x80800100u));
+  // twice): dword i <- byte i/2 (4-bit); bytes 3i/8 and 3i/8 + 1 (3-bit);
+  // 0x80 zeroes the other bytes.
+  template <int Bits>
+  static __m512i code_shuffle() {
+    alignas(64) static constexpr std::array<std::uint32_t, 16> kControl = [] {
+      std::array<std::uint32_t, 16> c{};
+      for (std::uint32_t i = 0; i < 16; ++i) {
+        const std::uint32_t first = Bits == 4 ? i / 2 : 3 * i / 8;
+        c[i] = Bits == 4 ? 0x80808000u | first : 0x80800000u | (first + 1) << 8 | first;
+      }
+      return c;
+    }();
+    return _mm512_load_si512(kControl.data());
   }
 
   // table[code] per lane. 3-bit tables are stored twice (entries i and i + 8

@@ -10,6 +10,7 @@
 
 #include <immintrin.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <xsimd/xsimd.hpp>

@@ -12,80 +12,27 @@
 #include <cmath>
 #endif
 
+// Each primitive is one CUDA intrinsic on the device and one standard
+// expression on the host.
+#if TQ_ON_DEVICE
+#define TQ_DEVICE_OR_HOST(device, host) device
+#else
+#define TQ_DEVICE_OR_HOST(device, host) host
+#endif
+
 namespace turboquant::core {
 
-TQ_HD std::uint32_t float_bits(float x) {
-#if TQ_ON_DEVICE
-  return __float_as_uint(x);
-#else
-  return std::bit_cast<std::uint32_t>(x);
-#endif
-}
-
-TQ_HD float bits_float(std::uint32_t u) {
-#if TQ_ON_DEVICE
-  return __uint_as_float(u);
-#else
-  return std::bit_cast<float>(u);
-#endif
-}
+TQ_HD std::uint32_t float_bits(float x) { return TQ_DEVICE_OR_HOST(__float_as_uint(x), std::bit_cast<std::uint32_t>(x)); }
+TQ_HD float bits_float(std::uint32_t u) { return TQ_DEVICE_OR_HOST(__uint_as_float(u), std::bit_cast<float>(u)); }
 
 // a * b + c with a single rounding.
-TQ_HD float fma_rn(float a, float b, float c) {
-#if TQ_ON_DEVICE
-  return __fmaf_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
-
-TQ_HD float add_rn(float a, float b) {
-#if TQ_ON_DEVICE
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
-TQ_HD float sub_rn(float a, float b) {
-#if TQ_ON_DEVICE
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-
-TQ_HD float mul_rn(float a, float b) {
-#if TQ_ON_DEVICE
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
-TQ_HD float div_rn(float a, float b) {
-#if TQ_ON_DEVICE
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-
-TQ_HD float sqrt_rn(float a) {
-#if TQ_ON_DEVICE
-  return __fsqrt_rn(a);
-#else
-  return std::sqrt(a);
-#endif
-}
-
-TQ_HD float floor_f(float a) {
-#if TQ_ON_DEVICE
-  return floorf(a);
-#else
-  return std::floor(a);
-#endif
-}
+TQ_HD float fma_rn(float a, float b, float c) { return TQ_DEVICE_OR_HOST(__fmaf_rn(a, b, c), std::fma(a, b, c)); }
+TQ_HD float add_rn(float a, float b) { return TQ_DEVICE_OR_HOST(__fadd_rn(a, b), a + b); }
+TQ_HD float sub_rn(float a, float b) { return TQ_DEVICE_OR_HOST(__fsub_rn(a, b), a - b); }
+TQ_HD float mul_rn(float a, float b) { return TQ_DEVICE_OR_HOST(__fmul_rn(a, b), a * b); }
+TQ_HD float div_rn(float a, float b) { return TQ_DEVICE_OR_HOST(__fdiv_rn(a, b), a / b); }
+TQ_HD float sqrt_rn(float a) { return TQ_DEVICE_OR_HOST(__fsqrt_rn(a), std::sqrt(a)); }
+TQ_HD float floor_f(float a) { return TQ_DEVICE_OR_HOST(floorf(a), std::floor(a)); }
 
 // div_rn(a, b) for many dividends over one divisor, from y = div_rn(1, b):
 // the same bits as div_rn wherever both operands are in range (b > 0) (checked by the

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "turboquant/decode.hpp"
@@ -17,6 +18,48 @@
 #include "turboquant/encode.hpp"
 
 namespace turboquant::testing {
+
+// The bytes of a host vector, as the API's buffers.
+template <class T>
+ConstBuffer bytes_of(const std::vector<T>& v) {
+  return {v.data(), v.size() * sizeof(T)};
+}
+template <class T>
+MutableBuffer writable_bytes_of(std::vector<T>& v) {
+  return {v.data(), v.size() * sizeof(T)};
+}
+
+// A decode call over host buffers: fp32 query and out unless the caller sets
+// the dtypes, the default codebook and rotation. One place for every test
+// that builds DecodeArgs field by field.
+inline DecodeArgs host_decode_args(ConstBuffer query, int batch, int num_q_heads, ConstBuffer block_table,
+                                   int max_blocks_per_seq, ConstBuffer seq_lens, float softmax_scale, int num_splits,
+                                   MutableBuffer out, MutableBuffer lse) {
+  DecodeArgs a;
+  a.query = query;
+  a.batch = batch;
+  a.num_q_heads = num_q_heads;
+  a.block_table = block_table;
+  a.max_blocks_per_seq = max_blocks_per_seq;
+  a.seq_lens = seq_lens;
+  a.softmax_scale = softmax_scale;
+  a.num_splits = num_splits;
+  a.out = out;
+  a.lse = lse;
+  return a;
+}
+
+// An encode call over host K/V bytes of `dtype`, one token per entry of `slots`.
+inline EncodeArgs host_encode_args(ConstBuffer keys, ConstBuffer values, DType dtype,
+                                   const std::vector<std::int64_t>& slots) {
+  EncodeArgs e;
+  e.keys = keys;
+  e.values = values;
+  e.dtype = dtype;
+  e.num_tokens = static_cast<std::int64_t>(slots.size());
+  e.slot_mapping = bytes_of(slots);
+  return e;
+}
 
 struct ProblemSpec {
   Format format = core::preset_format(Preset::k4BitNc, 128);
@@ -61,19 +104,12 @@ struct Problem {
     const int dims = layout.format.head_dim;
     out.assign(static_cast<std::size_t>(batch) * num_q_heads * dims, -7.0f);
     lse.assign(static_cast<std::size_t>(batch) * num_q_heads, -7.0f);
-    DecodeArgs a;
-    a.query = {query.data(), query.size() * 4};
-    a.batch = batch;
-    a.num_q_heads = num_q_heads;
-    a.block_table = {block_table.data(), block_table.size() * 4};
-    a.max_blocks_per_seq = max_blocks;
-    a.seq_lens = {seq_lens.data(), seq_lens.size() * 4};
-    a.softmax_scale = scale;
-    a.num_splits = splits;
-    a.out = {out.data(), out.size() * 4};
-    a.lse = {lse.data(), lse.size() * 4};
-    return a;
+    return host_decode_args(bytes_of(query), batch, num_q_heads, bytes_of(block_table), max_blocks, bytes_of(seq_lens),
+                            scale, splits, writable_bytes_of(out), writable_bytes_of(lse));
   }
+
+  // Encode arguments storing the fp32 keys and values at `slots`.
+  EncodeArgs encode_args() const { return host_encode_args(bytes_of(keys), bytes_of(values), DType::kFloat32, slots); }
 };
 
 inline Problem make_problem(const ProblemSpec& spec) {
@@ -120,14 +156,17 @@ inline Problem make_problem(const ProblemSpec& spec) {
   for (float& q : p.query) q = normal(rng) * spec.query_scale;
   p.scale = 1.0f / std::sqrt(static_cast<float>(dims));
 
-  EncodeArgs e;
-  e.keys = {p.keys.data(), p.keys.size() * 4};
-  e.values = {p.values.data(), p.values.size() * 4};
-  e.num_tokens = static_cast<std::int64_t>(n);
-  e.slot_mapping = {p.slots.data(), n * 8};
-  const Status s = encode_reference(CacheView{p.layout, p.cache.data(), p.num_blocks}, e);
+  const Status s = encode_reference(CacheView{p.layout, p.cache.data(), p.num_blocks}, p.encode_args());
   if (!s.ok()) std::fprintf(stderr, "make_problem(%s): %s\n", spec.name().c_str(), s.to_string().c_str());
   return p;
+}
+
+// A problem of the default shape (ProblemSpec's) over `seq_lens`.
+inline Problem make_problem(std::vector<int> seq_lens, std::uint32_t seed) {
+  ProblemSpec spec;
+  spec.seq_lens = std::move(seq_lens);
+  spec.seed = seed;
+  return make_problem(spec);
 }
 
 // x narrowed to dtype `t` (round to nearest even; fp32 as is), as raw bytes:

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "common/random_problem.hpp"
+#include "common/shape_grid.hpp"
 #include "cpu_test_util.hpp"
 #include "turboquant/codebook.hpp"
 #include "turboquant/core/half.hpp"
@@ -113,184 +114,148 @@ void expect_exact(const Problem& p, const Variant& v, const std::vector<CpuRun>&
   }
 }
 
-std::uint32_t test_seed(std::uint32_t base) {
-  std::printf("[ seed ] %u\n", base);
-  return base;
-}
+using testing::announce_seed;
+using testing::GridAxes;
+using testing::Shape;
+using testing::shape_grid;
+using testing::ShapeName;
 
 // Full grid on short sequences: head_dim x preset x block size x GQA, each
 // against every ISA x threads 1/2/3/8.
-TEST(CpuDecodeExact, EdgeGridShortSequences) {
-  std::uint32_t seed = test_seed(4000);
-  const auto runs = all_cpu_runs();
-  for (Preset preset : kAllPresets) {
-    for (int dims : {64, 128, 256}) {
-      for (int bs : {1, 16, 64}) {
-        for (int group : {1, 3, 4, 8}) {
-          ProblemSpec spec;
-          spec.format = preset_format(preset, dims);
-          spec.block_size = bs;
-          spec.num_kv_heads = 2;
-          spec.group = group;
-          spec.seq_lens = {0, 1, 17, 15, 16, 50};
-          spec.seed = seed++;
-          expect_exact(make_problem(spec), Variant{}, runs);
-          if (HasFailure()) return;
-        }
-      }
-    }
-  }
+using CpuDecodeEdgeGrid = testing::ShapeTest;
+TEST_P(CpuDecodeEdgeGrid, ShortSequences) {
+  expect_exact(problem({0, 1, 17, 15, 16, 50}), Variant{}, all_cpu_runs());
 }
+INSTANTIATE_TEST_SUITE_P(Grid, CpuDecodeEdgeGrid,
+                         ::testing::ValuesIn(shape_grid({.head_dims = {64, 128, 256},
+                                                         .block_sizes = {1, 16, 64},
+                                                         .groups = {1, 3, 4, 8}},
+                                                        4000)),
+                         ShapeName());
 
 // Long sequences (5000 tokens: many tiles per split, blocks crossed inside
-// tiles), every preset and head_dim, block size and GQA rotating.
-TEST(CpuDecodeExact, LongSequences) {
-  std::uint32_t seed = test_seed(5000);
+// tiles), every preset and head_dim, block size and GQA rotating; every
+// fourth shape also on one split.
+using CpuDecodeLongSequences = testing::ShapeTest;
+TEST_P(CpuDecodeLongSequences, Exact) {
   const auto runs = all_cpu_runs();
-  int i = 0;
-  for (Preset preset : kAllPresets) {
-    for (int dims : {64, 128, 256}) {
-      ProblemSpec spec;
-      spec.format = preset_format(preset, dims);
-      spec.block_size = std::vector<int>{1, 16, 64}[i % 3];
-      spec.num_kv_heads = 2;
-      spec.group = std::vector<int>{1, 3, 4, 8}[i % 4];
-      spec.seq_lens = {5000, 17, 0, 1};
-      spec.seed = seed++;
-      const Problem p = make_problem(spec);
-      expect_exact(p, Variant{}, runs);
-      if (i % 4 == 0) {
-        Variant one_split;
-        one_split.splits = 1;
-        expect_exact(p, one_split, runs);
-      }
-      ++i;
-      if (HasFailure()) return;
-    }
+  const Problem p = problem({5000, 17, 0, 1});
+  expect_exact(p, Variant{}, runs);
+  if (shape().index % 4 == 0) {
+    Variant one_split;
+    one_split.splits = 1;
+    expect_exact(p, one_split, runs);
   }
 }
+INSTANTIATE_TEST_SUITE_P(Rotating, CpuDecodeLongSequences,
+                         ::testing::ValuesIn(testing::rotate(
+                             testing::rotate(shape_grid({.head_dims = {64, 128, 256}}, 5000), &Shape::block_size,
+                                             {1, 16, 64}),
+                             &Shape::group, {1, 3, 4, 8})),
+                         ShapeName());
 
-TEST(CpuDecodeExact, SplitCounts) {
-  std::uint32_t seed = test_seed(6000);
+using CpuDecodeSplitCounts = testing::ShapeTest;
+TEST_P(CpuDecodeSplitCounts, Exact) {
   const auto runs = all_cpu_runs({1, 2});
-  for (Preset preset : kAllPresets) {
-    ProblemSpec spec;
-    spec.format = preset_format(preset, 128);
-    spec.num_kv_heads = 2;
-    spec.group = 4;
-    spec.seq_lens = {333, 1, 0, 64, 1000};
-    spec.seed = seed++;
-    const Problem p = make_problem(spec);
-    for (int splits : {1, 2, 3, 7, 32, 100, 1024}) {
-      Variant v;
-      v.splits = splits;
-      expect_exact(p, v, runs);
-    }
-  }
-}
-
-TEST(CpuDecodeExact, HalfPrecisionQueriesAndOutputs) {
-  std::uint32_t seed = test_seed(7000);
-  const auto runs = all_cpu_runs({1, 2});
-  for (Preset preset : {Preset::k4BitNc, Preset::kK8V4, Preset::k3BitNc}) {
-    ProblemSpec spec;
-    spec.format = preset_format(preset, 128);
-    spec.group = 3;
-    spec.seq_lens = {300, 5, 0};
-    spec.seed = seed++;
-    const Problem p = make_problem(spec);
-    for (DType qt : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
-      for (DType ot : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
-        Variant v;
-        v.query_dtype = qt;
-        v.out_dtype = ot;
-        v.with_lse = ot != DType::kBFloat16;
-        expect_exact(p, v, runs);
-      }
-    }
-  }
-}
-
-TEST(CpuDecodeExact, DenseRotationAndCustomCodebook) {
-  std::uint32_t seed = test_seed(8000);
-  const auto runs = all_cpu_runs({1, 2});
-  for (Preset preset : {Preset::k4BitNc, Preset::kK3V4Nc}) {
-    for (int dims : {64, 128}) {
-      ProblemSpec spec;
-      spec.format = preset_format(preset, dims);
-      spec.group = 4;
-      spec.seq_lens = {200, 31};
-      spec.seed = seed++;
-      const Problem p = make_problem(spec);
-      std::mt19937 rng(spec.seed);
-      std::normal_distribution<float> normal(0.0f, 1.0f / std::sqrt(static_cast<float>(dims)));
-      std::vector<float> rotation(static_cast<std::size_t>(dims) * dims);
-      for (float& x : rotation) x = normal(rng);
-      std::vector<float> centroids(std::size_t{1} << spec.format.key_bits);
-      for (std::size_t i = 0; i < centroids.size(); ++i) centroids[i] = -0.4f + 0.05f * static_cast<float>(i * i) / 8;
-      Codebook cb;
-      ASSERT_TRUE(make_codebook(spec.format.key_bits, centroids, &cb).ok());
-      Variant v;
-      v.rotation = &rotation;
-      expect_exact(p, v, runs);
-      v.codebook = &cb;
-      expect_exact(p, v, runs);
-    }
-  }
-}
-
-// FP8 NaN codes (0x7f, 0xff) in keys, scores overflowing to inf and NaN, a
-// zero or negative scale: the exact scalar fold takes over where SIMD max
-// would depend on the order; NaNs must stay NaNs (payloads may differ).
-TEST(CpuDecodeExact, NonFiniteScoresAndNanCodes) {
-  std::uint32_t seed = test_seed(9000);
-  const auto runs = all_cpu_runs({1, 2});
-  {
-    ProblemSpec spec;
-    spec.format = preset_format(Preset::kK8V4, 128);
-    spec.group = 4;
-    spec.seq_lens = {100, 40};
-    spec.seed = seed++;
-    Problem p = make_problem(spec);
-    // A NaN code in a few keys of head 0 (key bytes of slot 3 of a few blocks).
-    for (std::int64_t blk = 0; blk < p.num_blocks; blk += 3) {
-      p.cache[p.layout.block_base(blk) + p.layout.key_data_offset(3, 0) + 5] = 0x7f;
-      p.cache[p.layout.block_base(blk) + p.layout.key_data_offset(7, 1) + 100] = 0xff;
-    }
+  const Problem p = problem({333, 1, 0, 64, 1000});
+  for (int splits : {1, 2, 3, 7, 32, 100, 1024}) {
     Variant v;
+    v.splits = splits;
+    expect_exact(p, v, runs);
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Presets, CpuDecodeSplitCounts, ::testing::ValuesIn(shape_grid({}, 6000)), ShapeName());
+
+using CpuDecodeHalfPrecision = testing::ShapeTest;
+TEST_P(CpuDecodeHalfPrecision, QueriesAndOutputs) {
+  const auto runs = all_cpu_runs({1, 2});
+  const Problem p = problem({300, 5, 0});
+  for (DType qt : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    for (DType ot : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+      Variant v;
+      v.query_dtype = qt;
+      v.out_dtype = ot;
+      v.with_lse = ot != DType::kBFloat16;
+      expect_exact(p, v, runs);
+    }
+  }
+}
+INSTANTIATE_TEST_SUITE_P(
+    Presets, CpuDecodeHalfPrecision,
+    ::testing::ValuesIn(shape_grid({.presets = {Preset::k4BitNc, Preset::kK8V4, Preset::k3BitNc}, .groups = {3}}, 7000)),
+    ShapeName());
+
+using CpuDecodeDenseRotation = testing::ShapeTest;
+TEST_P(CpuDecodeDenseRotation, AndCustomCodebook) {
+  const auto runs = all_cpu_runs({1, 2});
+  const int dims = shape().head_dim;
+  const Problem p = problem({200, 31});
+  std::mt19937 rng(shape().seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f / std::sqrt(static_cast<float>(dims)));
+  std::vector<float> rotation(static_cast<std::size_t>(dims) * dims);
+  for (float& x : rotation) x = normal(rng);
+  std::vector<float> centroids(std::size_t{1} << shape().format().key_bits);
+  for (std::size_t i = 0; i < centroids.size(); ++i) centroids[i] = -0.4f + 0.05f * static_cast<float>(i * i) / 8;
+  Codebook cb;
+  ASSERT_TRUE(make_codebook(shape().format().key_bits, centroids, &cb).ok());
+  Variant v;
+  v.rotation = &rotation;
+  expect_exact(p, v, runs);
+  v.codebook = &cb;
+  expect_exact(p, v, runs);
+}
+INSTANTIATE_TEST_SUITE_P(
+    Presets, CpuDecodeDenseRotation,
+    ::testing::ValuesIn(shape_grid({.presets = {Preset::k4BitNc, Preset::kK3V4Nc}, .head_dims = {64, 128}}, 8000)),
+    ShapeName());
+
+// FP8 NaN codes (0x7f, 0xff) in keys: the exact scalar fold takes over where
+// SIMD max would depend on the order; NaNs must stay NaNs (payloads may differ).
+TEST(CpuDecodeExact, NanFp8Codes) {
+  ProblemSpec spec;
+  spec.format = preset_format(Preset::kK8V4, 128);
+  spec.group = 4;
+  spec.seq_lens = {100, 40};
+  spec.seed = announce_seed(9000);
+  Problem p = make_problem(spec);
+  // A NaN code in a few keys of head 0 (key bytes of slot 3 of a few blocks).
+  for (std::int64_t blk = 0; blk < p.num_blocks; blk += 3) {
+    p.cache[p.layout.block_base(blk) + p.layout.key_data_offset(3, 0) + 5] = 0x7f;
+    p.cache[p.layout.block_base(blk) + p.layout.key_data_offset(7, 1) + 100] = 0xff;
+  }
+  Variant v;
+  v.nan_equal = true;
+  expect_exact(p, v, all_cpu_runs({1, 2}));
+}
+
+// Scores overflowing to inf and NaN, a zero or negative scale.
+using CpuDecodeNonFiniteScores = testing::ShapeTest;
+TEST_P(CpuDecodeNonFiniteScores, Exact) {
+  const auto runs = all_cpu_runs({1, 2});
+  const Problem p = problem({70, 3});
+  for (float scale : {1e30f, -1e30f, 3e38f, 0.0f, -0.125f, 1e-30f}) {
+    Variant v;
+    v.scale = scale == 0.0f ? -0.0f : scale;  // -0 is a valid, non-default scale
     v.nan_equal = true;
     expect_exact(p, v, runs);
   }
-  for (Preset preset : kAllPresets) {
-    ProblemSpec spec;
-    spec.format = preset_format(preset, 64);
-    spec.group = 3;
-    spec.seq_lens = {70, 3};
-    spec.seed = seed++;
-    const Problem p = make_problem(spec);
-    for (float scale : {1e30f, -1e30f, 3e38f, 0.0f, -0.125f, 1e-30f}) {
-      Variant v;
-      v.scale = scale == 0.0f ? -0.0f : scale;  // -0 is a valid, non-default scale
-      v.nan_equal = true;
-      expect_exact(p, v, runs);
-    }
-  }
 }
+INSTANTIATE_TEST_SUITE_P(Presets, CpuDecodeNonFiniteScores,
+                         ::testing::ValuesIn(shape_grid({.head_dims = {64}, .groups = {3}}, 9001)), ShapeName());
 
-// More query heads per KV head than the kernels keep in registers.
-TEST(CpuDecodeExact, LargeGroups) {
-  std::uint32_t seed = test_seed(10000);
-  const auto runs = all_cpu_runs({1, 3});
-  for (int group : {5, 9, 12, 20, 33}) {
-    ProblemSpec spec;
-    spec.format = preset_format(group % 2 ? Preset::k3BitNc : Preset::k4BitNc, 128);
-    spec.num_kv_heads = 1;
-    spec.group = group;
-    spec.seq_lens = {150, 16};
-    spec.seed = seed++;
-    expect_exact(make_problem(spec), Variant{}, runs);
-  }
+// More query heads per KV head than the kernels keep in registers (odd
+// groups on 3-bit, even ones on 4-bit).
+std::vector<Shape> large_groups() {
+  std::vector<Shape> shapes =
+      shape_grid({.presets = {Preset::k4BitNc}, .groups = {5, 9, 12, 20, 33}, .num_kv_heads = 1}, 10000);
+  for (Shape& s : shapes) s.preset = s.group % 2 ? Preset::k3BitNc : Preset::k4BitNc;
+  return shapes;
 }
+using CpuDecodeLargeGroups = testing::ShapeTest;
+TEST_P(CpuDecodeLargeGroups, Exact) {
+  expect_exact(problem({150, 16}), Variant{}, all_cpu_runs({1, 3}));
+}
+INSTANTIATE_TEST_SUITE_P(Groups, CpuDecodeLargeGroups, ::testing::ValuesIn(large_groups()), ShapeName());
 
 // More splits than tokens per split and many sequences: the workspace (queries
 // and non-empty splits' partials, 256 MiB per chunk) is processed in chunks of
@@ -303,7 +268,7 @@ TEST(CpuDecodeExact, WorkspaceChunks) {
   spec.group = 8;
   spec.seq_lens.assign(110, 1024);  // 1024 one-token splits each: ~2.6 MB of partials per sequence
   spec.seq_lens[7] = 3;
-  spec.seed = test_seed(12000);
+  spec.seed = announce_seed(12000);
   Variant v;
   v.splits = 1024;
   expect_exact(make_problem(spec), v, all_cpu_runs({2}));
@@ -314,7 +279,7 @@ TEST(CpuDecodeExact, WorkspaceChunks) {
 TEST(CpuDecodeExact, CallerArenaAndNestedCalls) {
   ProblemSpec spec;
   spec.seq_lens = {600, 100, 0};
-  spec.seed = test_seed(11000);
+  spec.seed = announce_seed(11000);
   const Problem p = make_problem(spec);
   std::vector<float> want_out, want_lse;
   ASSERT_TRUE(decode_reference(p.view(), p.args(want_out, want_lse)).ok());

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "common/random_problem.hpp"
+#include "common/shape_grid.hpp"
 #include "cpu_test_util.hpp"
 #include "turboquant/codebook.hpp"
 #include "turboquant/cpu.hpp"
@@ -63,12 +64,7 @@ void expect_exact(const EncodeCase& c, const Inputs& in, const std::vector<CpuRu
 
   const std::vector<std::uint8_t> kb = testing::as_dtype_bytes(in.k, c.dtype);
   const std::vector<std::uint8_t> vb = testing::as_dtype_bytes(in.v, c.dtype);
-  EncodeArgs a;
-  a.keys = {kb.data(), kb.size()};
-  a.values = {vb.data(), vb.size()};
-  a.dtype = c.dtype;
-  a.num_tokens = c.num_tokens;
-  a.slot_mapping = {slots.data(), slots.size() * 8};
+  EncodeArgs a = testing::host_encode_args(testing::bytes_of(kb), testing::bytes_of(vb), c.dtype, slots);
   a.check_finite = c.check_finite;
   a.codebook = c.codebook;
   if (c.rotation) a.rotation = {c.rotation->data(), c.rotation->size() * 4};
@@ -105,33 +101,41 @@ Inputs random_inputs(const EncodeCase& c, float key_scale = 1.0f) {
   return in;
 }
 
-std::uint32_t test_seed(std::uint32_t base) {
-  std::printf("[ seed ] %u\n", base);
-  return base;
-}
+using testing::announce_seed;
+using testing::Shape;
+using testing::shape_grid;
+using testing::ShapeName;
 
-TEST(CpuEncodeExact, PresetsHeadDimsBlockSizesDtypes) {
-  std::uint32_t seed = test_seed(20000);
-  const auto runs = all_cpu_runs();
-  for (Preset preset : kAllPresets) {
-    for (int dims : {64, 128, 256}) {
-      for (int bs : {1, 16, 64}) {
-        EncodeCase c;
-        c.format = preset_format(preset, dims);
-        c.block_size = bs;
-        c.num_kv_heads = 1 + (seed % 3);
-        c.num_tokens = 45;
-        c.dtype = std::vector<DType>{DType::kFloat32, DType::kFloat16, DType::kBFloat16}[seed % 3];
-        c.seed = seed++;
-        expect_exact(c, random_inputs(c), runs);
-        if (HasFailure()) return;
-      }
-    }
+// The fixture of the shape grids: the case of this test's shape (its seed printed).
+class EncodeShapeTest : public testing::ShapeTest {
+ protected:
+  EncodeCase shape_case(std::int64_t num_tokens) const {
+    EncodeCase c;
+    c.format = shape().format();
+    c.block_size = shape().block_size;
+    c.num_kv_heads = shape().num_kv_heads;
+    c.num_tokens = num_tokens;
+    c.seed = announce_seed(shape().seed);
+    return c;
   }
+};
+
+// Preset x head_dim x block size; Hk and the input dtype rotate with the seed.
+std::vector<Shape> preset_dims_block_sizes() {
+  std::vector<Shape> shapes = shape_grid({.head_dims = {64, 128, 256}, .block_sizes = {1, 16, 64}}, 20000);
+  for (Shape& s : shapes) s.num_kv_heads = 1 + static_cast<int>(s.seed % 3);
+  return shapes;
 }
+using CpuEncodeGrid = EncodeShapeTest;
+TEST_P(CpuEncodeGrid, PresetsHeadDimsBlockSizesDtypes) {
+  EncodeCase c = shape_case(45);
+  c.dtype = std::vector<DType>{DType::kFloat32, DType::kFloat16, DType::kBFloat16}[c.seed % 3];
+  expect_exact(c, random_inputs(c), all_cpu_runs());
+}
+INSTANTIATE_TEST_SUITE_P(Grid, CpuEncodeGrid, ::testing::ValuesIn(preset_dims_block_sizes()), ShapeName());
 
 TEST(CpuEncodeExact, ManyTokensAllDtypes) {
-  std::uint32_t seed = test_seed(21000);
+  std::uint32_t seed = announce_seed(21000);
   const auto runs = all_cpu_runs();
   for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
     EncodeCase c;
@@ -145,85 +149,75 @@ TEST(CpuEncodeExact, ManyTokensAllDtypes) {
 }
 
 // Rows whose arithmetic has corners.
-TEST(CpuEncodeExact, SpecialRows) {
-  std::uint32_t seed = test_seed(22000);
-  const auto runs = all_cpu_runs({1, 2});
-  for (Preset preset : kAllPresets) {
-    EncodeCase c;
-    c.format = preset_format(preset, 64);
-    c.num_kv_heads = 1;
-    c.num_tokens = 12;
-    c.seed = seed++;
-    Inputs in = random_inputs(c);
-    const int d = 64;
-    auto row = [&](std::vector<float>& x, int token) { return x.begin() + token * d; };
-    std::fill(row(in.k, 0), row(in.k, 0) + d, 0.0f);  // zero key: norm 0
-    std::fill(row(in.v, 0), row(in.v, 0) + d, 0.0f);  // zero values: scale floor
-    std::fill(row(in.v, 1), row(in.v, 1) + d, 2.5f);  // constant values
-    for (int i = 0; i < d; ++i) in.v[2 * d + i] = (i % 3 == 0) ? -0.0f : (i % 3 == 1 ? 0.0f : 1.0f + i);  // +-0 min
-    for (int i = 0; i < d; ++i) in.v[4 * d + i] = (i % 2 == 0) ? 0.0f : -0.0f;                       // all zeros, mixed
-    for (int i = 0; i < d; ++i) in.v[5 * d + i] = (i == 7) ? -0.0f : -1.0f - i;                    // +-0 max
-    for (int i = 0; i < d; ++i) in.k[6 * d + i] = 1e5f * (i % 2 ? 1.0f : -3.0f);                  // norm > fp16 max
-    for (int i = 0; i < d; ++i) in.v[6 * d + i] = 1e6f * (i - 30);                                // scale > fp16 max
-    for (int i = 0; i < d; ++i) in.k[7 * d + i] = 1e-6f * (i + 1);                                // tiny norm: fp16 subnormal
-    for (int i = 0; i < d; ++i) in.v[7 * d + i] = 1e-7f * i;                                      // tiny scale
-    for (int i = 0; i < d; ++i) in.k[8 * d + i] = 3e20f * (i % 5 - 2);                            // dot16 overflows
-    for (int i = 0; i < d; ++i) in.v[8 * d + i] = (i % 2 ? 3e38f : -3e38f);                        // max - min overflows
-    for (int i = 0; i < d; ++i) in.k[9 * d + i] = 500.0f * (i % 7 - 3);                           // FP8 saturation
-    expect_exact(c, in, runs);
-  }
+using CpuEncodeSpecialRows = EncodeShapeTest;
+TEST_P(CpuEncodeSpecialRows, Exact) {
+  const EncodeCase c = shape_case(12);
+  Inputs in = random_inputs(c);
+  const int d = 64;
+  auto row = [&](std::vector<float>& x, int token) { return x.begin() + token * d; };
+  std::fill(row(in.k, 0), row(in.k, 0) + d, 0.0f);  // zero key: norm 0
+  std::fill(row(in.v, 0), row(in.v, 0) + d, 0.0f);  // zero values: scale floor
+  std::fill(row(in.v, 1), row(in.v, 1) + d, 2.5f);  // constant values
+  for (int i = 0; i < d; ++i) in.v[2 * d + i] = (i % 3 == 0) ? -0.0f : (i % 3 == 1 ? 0.0f : 1.0f + i);  // +-0 min
+  for (int i = 0; i < d; ++i) in.v[4 * d + i] = (i % 2 == 0) ? 0.0f : -0.0f;                       // all zeros, mixed
+  for (int i = 0; i < d; ++i) in.v[5 * d + i] = (i == 7) ? -0.0f : -1.0f - i;                    // +-0 max
+  for (int i = 0; i < d; ++i) in.k[6 * d + i] = 1e5f * (i % 2 ? 1.0f : -3.0f);                  // norm > fp16 max
+  for (int i = 0; i < d; ++i) in.v[6 * d + i] = 1e6f * (i - 30);                                // scale > fp16 max
+  for (int i = 0; i < d; ++i) in.k[7 * d + i] = 1e-6f * (i + 1);                                // tiny norm: fp16 subnormal
+  for (int i = 0; i < d; ++i) in.v[7 * d + i] = 1e-7f * i;                                      // tiny scale
+  for (int i = 0; i < d; ++i) in.k[8 * d + i] = 3e20f * (i % 5 - 2);                            // dot16 overflows
+  for (int i = 0; i < d; ++i) in.v[8 * d + i] = (i % 2 ? 3e38f : -3e38f);                        // max - min overflows
+  for (int i = 0; i < d; ++i) in.k[9 * d + i] = 500.0f * (i % 7 - 3);                           // FP8 saturation
+  expect_exact(c, in, all_cpu_runs({1, 2}));
 }
+INSTANTIATE_TEST_SUITE_P(Presets, CpuEncodeSpecialRows,
+                         ::testing::ValuesIn(shape_grid({.head_dims = {64}, .num_kv_heads = 1}, 22000)), ShapeName());
 
-TEST(CpuEncodeExact, NonFiniteRowsWithChecksOff) {
-  std::uint32_t seed = test_seed(23000);
-  const auto runs = all_cpu_runs({1, 2});
-  for (Preset preset : kAllPresets) {
-    EncodeCase c;
-    c.format = preset_format(preset, 128);
-    c.num_tokens = 20;
-    c.check_finite = false;
-    c.seed = seed++;
-    Inputs in = random_inputs(c);
-    in.k[5] = std::numeric_limits<float>::infinity();
-    in.v[128 * 3 + 9] = -std::numeric_limits<float>::infinity();
-    in.k[128 * 10 + 1] = std::numeric_limits<float>::quiet_NaN();
-    in.v[128 * 13] = std::numeric_limits<float>::quiet_NaN();
-    expect_exact(c, in, runs);
-  }
+using CpuEncodeNonFiniteRows = EncodeShapeTest;
+TEST_P(CpuEncodeNonFiniteRows, WithChecksOff) {
+  EncodeCase c = shape_case(20);
+  c.check_finite = false;
+  Inputs in = random_inputs(c);
+  in.k[5] = std::numeric_limits<float>::infinity();
+  in.v[128 * 3 + 9] = -std::numeric_limits<float>::infinity();
+  in.k[128 * 10 + 1] = std::numeric_limits<float>::quiet_NaN();
+  in.v[128 * 13] = std::numeric_limits<float>::quiet_NaN();
+  expect_exact(c, in, all_cpu_runs({1, 2}));
 }
+INSTANTIATE_TEST_SUITE_P(Presets, CpuEncodeNonFiniteRows, ::testing::ValuesIn(shape_grid({}, 23000)), ShapeName());
 
-TEST(CpuEncodeExact, DenseRotationAndCustomCodebooks) {
-  std::uint32_t seed = test_seed(24000);
+using CpuEncodeDenseRotation = EncodeShapeTest;
+TEST_P(CpuEncodeDenseRotation, AndCustomCodebooks) {
   const auto runs = all_cpu_runs({1, 2});
-  for (Preset preset : {Preset::k4BitNc, Preset::kK3V4Nc, Preset::k3BitNc}) {
-    EncodeCase c;
-    c.format = preset_format(preset, 64);
-    c.num_tokens = 30;
-    c.seed = seed++;
-    std::mt19937 rng(c.seed);
-    std::normal_distribution<float> normal(0.0f, 0.125f);
-    std::vector<float> rotation(64 * 64);
-    for (float& x : rotation) x = normal(rng);
-    c.rotation = &rotation;
-    expect_exact(c, random_inputs(c), runs);
-    c.rotation = nullptr;
+  EncodeCase c = shape_case(30);
+  std::mt19937 rng(c.seed);
+  std::normal_distribution<float> normal(0.0f, 0.125f);
+  std::vector<float> rotation(64 * 64);
+  for (float& x : rotation) x = normal(rng);
+  c.rotation = &rotation;
+  expect_exact(c, random_inputs(c), runs);
+  c.rotation = nullptr;
 
-    // A sorted custom codebook, and one whose midpoints are not sorted (a
-    // Codebook filled by hand: bucketize must count, not binary-search).
-    const int size = 1 << c.format.key_bits;
-    std::vector<float> sorted(size);
-    for (int i = 0; i < size; ++i) sorted[i] = -0.3f + 0.6f * static_cast<float>(i * i) / float(size * size);
-    Codebook cb;
-    ASSERT_TRUE(make_codebook(c.format.key_bits, sorted, &cb).ok());
-    c.codebook = &cb;
-    expect_exact(c, random_inputs(c), runs);
-    Codebook unsorted = cb;
-    std::swap(unsorted.midpoints[1], unsorted.midpoints[size - 3]);
-    unsorted.centroids[0] = 0.2f;
-    c.codebook = &unsorted;
-    expect_exact(c, random_inputs(c), runs);
-  }
+  // A sorted custom codebook, and one whose midpoints are not sorted (a
+  // Codebook filled by hand: bucketize must count, not binary-search).
+  const int size = 1 << c.format.key_bits;
+  std::vector<float> sorted(size);
+  for (int i = 0; i < size; ++i) sorted[i] = -0.3f + 0.6f * static_cast<float>(i * i) / float(size * size);
+  Codebook cb;
+  ASSERT_TRUE(make_codebook(c.format.key_bits, sorted, &cb).ok());
+  c.codebook = &cb;
+  expect_exact(c, random_inputs(c), runs);
+  Codebook unsorted = cb;
+  std::swap(unsorted.midpoints[1], unsorted.midpoints[size - 3]);
+  unsorted.centroids[0] = 0.2f;
+  c.codebook = &unsorted;
+  expect_exact(c, random_inputs(c), runs);
 }
+INSTANTIATE_TEST_SUITE_P(
+    Presets, CpuEncodeDenseRotation,
+    ::testing::ValuesIn(shape_grid(
+        {.presets = {Preset::k4BitNc, Preset::kK3V4Nc, Preset::k3BitNc}, .head_dims = {64}}, 24000)),
+    ShapeName());
 
 }  // namespace
 }  // namespace turboquant

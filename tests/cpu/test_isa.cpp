@@ -94,11 +94,7 @@ TEST_F(CpuIsaErrors, UnknownIsaIsBackendUnavailableAndWritesNothing) {
   for (float x : lse) ASSERT_EQ(x, -7.0f);
 
   std::vector<std::uint8_t> cache = problem_.cache;
-  EncodeArgs e;
-  e.keys = {problem_.keys.data(), problem_.keys.size() * 4};
-  e.values = {problem_.values.data(), problem_.values.size() * 4};
-  e.num_tokens = static_cast<std::int64_t>(problem_.slots.size());
-  e.slot_mapping = {problem_.slots.data(), problem_.slots.size() * 8};
+  const EncodeArgs e = problem_.encode_args();
   const Status es = encode_cpu(CacheView{problem_.layout, cache.data(), problem_.num_blocks}, e, CpuOptions{0, "x"});
   EXPECT_EQ(es.code(), StatusCode::kBackendUnavailable);
   EXPECT_EQ(cache, problem_.cache);

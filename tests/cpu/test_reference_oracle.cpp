@@ -5,12 +5,14 @@
 
 #include "common/f64_oracle.hpp"
 #include "common/random_problem.hpp"
+#include "common/shape_grid.hpp"
 
 namespace turboquant {
 namespace {
 
 using testing::make_problem;
 using testing::ProblemSpec;
+using testing::Shape;
 
 void expect_matches_oracle(const ProblemSpec& spec, int splits = 32) {
   SCOPED_TRACE(spec.name());
@@ -31,35 +33,27 @@ void expect_matches_oracle(const ProblemSpec& spec, int splits = 32) {
   }
 }
 
-TEST(ReferenceDecode, EdgeGridAgainstFloat64Oracle) {
-  std::uint32_t seed = 100;
-  for (Preset preset : kAllPresets) {
-    for (int dims : {64, 128, 256}) {
-      for (int bs : {1, 16, 64}) {
-        ProblemSpec spec;
-        spec.format = preset_format(preset, dims);
-        spec.block_size = bs;
-        spec.num_kv_heads = 2;
-        spec.group = std::vector<int>{1, 3, 4, 8}[seed % 4];
-        spec.seq_lens = {0, 1, 15, 16, 17, 1000};
-        spec.seed = seed++;
-        expect_matches_oracle(spec);
-      }
-    }
-  }
-}
+// Every preset x head_dim x block size, the GQA group rotating.
+using ReferenceDecodeEdgeGrid = testing::ShapeTest;
+TEST_P(ReferenceDecodeEdgeGrid, AgainstFloat64Oracle) { expect_matches_oracle(shape().spec({0, 1, 15, 16, 17, 1000})); }
+INSTANTIATE_TEST_SUITE_P(Grid, ReferenceDecodeEdgeGrid,
+                         ::testing::ValuesIn(testing::rotate(
+                             testing::shape_grid({.head_dims = {64, 128, 256}, .block_sizes = {1, 16, 64}}, 100),
+                             &Shape::group, {1, 3, 4, 8})),
+                         testing::ShapeName());
 
-TEST(ReferenceDecode, LongSequencesAndAllGroupSizes) {
-  for (int group : {1, 3, 4, 8}) {
-    ProblemSpec spec;
-    spec.format = preset_format(group % 2 ? Preset::kK3V4Nc : Preset::k4BitNc, 128);
-    spec.num_kv_heads = 2;
-    spec.group = group;
-    spec.seq_lens = {1000, 17};
-    spec.seed = 7 + group;
-    expect_matches_oracle(spec);
+// Long sequences and every group size (odd groups on K3V4, even on 4-bit).
+std::vector<Shape> group_sizes() {
+  std::vector<Shape> shapes = testing::shape_grid({.presets = {Preset::k4BitNc}, .groups = {1, 3, 4, 8}}, 0);
+  for (Shape& s : shapes) {
+    s.preset = s.group % 2 ? Preset::kK3V4Nc : Preset::k4BitNc;
+    s.seed = 7 + static_cast<std::uint32_t>(s.group);
   }
+  return shapes;
 }
+using ReferenceDecodeGroups = testing::ShapeTest;
+TEST_P(ReferenceDecodeGroups, LongSequencesAgainstFloat64Oracle) { expect_matches_oracle(shape().spec({1000, 17})); }
+INSTANTIATE_TEST_SUITE_P(Groups, ReferenceDecodeGroups, ::testing::ValuesIn(group_sizes()), testing::ShapeName());
 
 TEST(ReferenceDecode, SharpAttentionAndFewSplits) {
   // Large logits (query x8) stress the online softmax; 1 and 3 splits change the merge.
@@ -131,11 +125,7 @@ TEST(ReferenceDecode, CallerSuppliedDenseRotationAndCodebook) {
     for (int j = 0; j < n; ++j) pit[i * n + j] = sign * ((__builtin_popcount(i & j) & 1) ? -0.125f : 0.125f);
   }
   std::fill(p.cache.begin(), p.cache.end(), 0);
-  EncodeArgs e;
-  e.keys = {p.keys.data(), p.keys.size() * 4};
-  e.values = {p.values.data(), p.values.size() * 4};
-  e.num_tokens = static_cast<std::int64_t>(p.slots.size());
-  e.slot_mapping = {p.slots.data(), p.slots.size() * 8};
+  EncodeArgs e = p.encode_args();
   e.rotation = {pit.data(), pit.size() * 4};
   ASSERT_TRUE(encode_reference(CacheView{p.layout, p.cache.data(), p.num_blocks}, e).ok());
 

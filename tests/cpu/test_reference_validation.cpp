@@ -83,24 +83,23 @@ TEST_F(DecodeFixture, RejectsTableAndLengthErrors) {
 }
 
 TEST_F(DecodeFixture, RejectsNullAndUndersizedBuffers) {
-  DecodeArgs a = args;
-  a.query.bytes -= 4;
-  expect_rejected(a, StatusCode::kBufferTooSmall, "query has");
-  a = args;
-  a.query.data = nullptr;
-  expect_rejected(a, StatusCode::kBufferTooSmall, "query is null");
-  a = args;
-  a.out.bytes = 10;
-  expect_rejected(a, StatusCode::kBufferTooSmall, "out has 10 bytes");
-  a = args;
-  a.lse.bytes = 4;
-  expect_rejected(a, StatusCode::kBufferTooSmall, "lse has 4 bytes");
-  a = args;
-  a.block_table.data = nullptr;
-  expect_rejected(a, StatusCode::kBufferTooSmall, "block_table is null");
-  a = args;
-  a.seq_lens.bytes = 4;
-  expect_rejected(a, StatusCode::kBufferTooSmall, "seq_lens has 4 bytes");
+  // Each row changes one buffer of the baseline arguments.
+  const struct {
+    void (*change)(DecodeArgs&);
+    const char* needle;
+  } rows[] = {
+      {[](DecodeArgs& a) { a.query.bytes -= 4; }, "query has"},
+      {[](DecodeArgs& a) { a.query.data = nullptr; }, "query is null"},
+      {[](DecodeArgs& a) { a.out.bytes = 10; }, "out has 10 bytes"},
+      {[](DecodeArgs& a) { a.lse.bytes = 4; }, "lse has 4 bytes"},
+      {[](DecodeArgs& a) { a.block_table.data = nullptr; }, "block_table is null"},
+      {[](DecodeArgs& a) { a.seq_lens.bytes = 4; }, "seq_lens has 4 bytes"},
+  };
+  for (const auto& row : rows) {
+    DecodeArgs a = args;
+    row.change(a);
+    expect_rejected(a, StatusCode::kBufferTooSmall, row.needle);
+  }
   ConstCacheView null_cache(p.layout, nullptr, p.num_blocks);
   expect_rejected(args, StatusCode::kBufferTooSmall, "cache.data is null", &null_cache);
 }
@@ -131,14 +130,7 @@ struct EncodeFixture : ::testing::Test {
     return s;
   }());
   std::vector<std::uint8_t> cache = p.cache;  // encoded: any write would change it
-  EncodeArgs args = [this] {
-    EncodeArgs e;
-    e.keys = {p.keys.data(), p.keys.size() * 4};
-    e.values = {p.values.data(), p.values.size() * 4};
-    e.num_tokens = static_cast<std::int64_t>(p.slots.size());
-    e.slot_mapping = {p.slots.data(), p.slots.size() * 8};
-    return e;
-  }();
+  EncodeArgs args = p.encode_args();
 
   void expect_rejected(const EncodeArgs& a, StatusCode code, const std::string& needle) {
     std::vector<std::uint8_t> before(cache.size(), 0xA5);

@@ -6,6 +6,7 @@
 
 #include <limits>
 
+#include "common/shape_grid.hpp"
 #include "reliability/reliability_util.hpp"
 
 namespace tq_rel {
@@ -16,24 +17,21 @@ struct DecodeCall {
   DecodeArgs args;
 };
 
-struct DecodeRow {
+// One bad call of a table: what it changes in a valid call, and the status
+// code and message fragment every backend must answer with.
+template <class... Call>
+struct BadRow {
   const char* name;
-  std::function<void(DecodeCall&)> mutate;
+  std::function<void(Call&...)> mutate;
   StatusCode code;
   std::string fragment;
 };
+using DecodeRow = BadRow<DecodeCall>;
 
 class BadDecode : public ::testing::Test {
  protected:
-  tqt::Problem p = [] {
-    tqt::ProblemSpec spec;
-    spec.format = core::preset_format(Preset::k4BitNc, 64);
-    spec.num_kv_heads = 2;
-    spec.group = 2;
-    spec.seq_lens = {20, 33};
-    spec.seed = 81;
-    return tqt::make_problem(spec);
-  }();
+  tqt::Problem p =
+      tqt::make_problem(tqt::Shape{.preset = Preset::k4BitNc, .head_dim = 64, .group = 2, .seed = 81}.spec({20, 33}));
   std::vector<float> out, lse;
   std::vector<std::int32_t> table = p.block_table, lens = p.seq_lens;
   std::vector<float> query = p.query;
@@ -193,23 +191,11 @@ TEST_F(BadDecode, CpuOptionErrors) {
 
 // ---- encode -----------------------------------------------------------------
 
-struct EncodeRow {
-  const char* name;
-  std::function<void(EncodeArgs&, CacheView&)> mutate;
-  StatusCode code;
-  std::string fragment;
-};
+using EncodeRow = BadRow<EncodeArgs, CacheView>;
 
 class BadEncode : public ::testing::Test {
  protected:
-  tqt::Problem p = [] {
-    tqt::ProblemSpec spec;
-    spec.format = core::preset_format(Preset::k3BitNc, 64);
-    spec.num_kv_heads = 2;
-    spec.seq_lens = {12};
-    spec.seed = 82;
-    return tqt::make_problem(spec);
-  }();
+  tqt::Problem p = tqt::make_problem(tqt::Shape{.preset = Preset::k3BitNc, .head_dim = 64, .seed = 82}.spec({12}));
   std::vector<std::int64_t> slots = p.slots;
   std::vector<float> rotation = std::vector<float>(64 * 64, 0.0f);
   Codebook cb;
@@ -220,11 +206,7 @@ class BadEncode : public ::testing::Test {
         slots = p.slots;
         std::vector<std::uint8_t> cache = p.cache;
         CacheView view{p.layout, cache.data(), p.num_blocks};
-        EncodeArgs e;
-        e.keys = {p.keys.data(), p.keys.size() * 4};
-        e.values = {p.values.data(), p.values.size() * 4};
-        e.num_tokens = static_cast<std::int64_t>(slots.size());
-        e.slot_mapping = {slots.data(), slots.size() * 8};
+        EncodeArgs e = tqt::host_encode_args(tqt::bytes_of(p.keys), tqt::bytes_of(p.values), DType::kFloat32, slots);
         row.mutate(e, view);
         const Status s = be.encode(view, e);
         EXPECT_EQ(s.code(), row.code) << be.name << " / " << row.name << ": " << s.to_string();

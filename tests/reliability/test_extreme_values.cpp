@@ -7,6 +7,7 @@
 
 #include <random>
 
+#include "common/shape_grid.hpp"
 #include "reliability/reliability_util.hpp"
 
 namespace tq_rel {
@@ -54,55 +55,56 @@ std::vector<float> decode_and_check(const tqt::Problem& p, double out_tol, doubl
   return ref_out;
 }
 
-TEST(Extreme, MagnitudesUpTo1e6ClampTheFp16MetadataAndDecodeFinite) {
+// Each test of this suite runs once per preset.
+class ExtremePreset : public ::testing::TestWithParam<Preset> {};
+
+TEST_P(ExtremePreset, MagnitudesUpTo1e6ClampTheFp16MetadataAndDecodeFinite) {
   const std::uint32_t s = seed(21);
-  for (Preset preset : kAllPresets) {
-    for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
-      for (float mag : {1e3f, 1e5f, 1e6f}) {
-        if (t == DType::kFloat16 && mag > kFp16Max) continue;  // not representable as fp16 input
-        tqt::Problem p = base(preset, 128, s);
-        std::mt19937 rng(s);
-        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-        for (float& k : p.keys) k = u(rng) * mag;
-        for (float& v : p.values) v = u(rng) * mag;
-        ASSERT_TRUE(reencode(p, t).ok());
-        std::string where;
-        EXPECT_TRUE(metadata_finite(p.layout, p.cache.data(), p.slots, &where))
-            << preset_name(preset) << " " << mag << ": " << where;
-        // A value vector with min -1e6 stores zero = -65504, not -inf.
-        const float zero = core::read_meta(p.layout, p.cache.data() + p.layout.block_base(p.slots[0] / p.layout.block_size),
-                                           static_cast<int>(p.slots[0] % p.layout.block_size), 0, MetaField::kValueZero);
-        if (mag >= 1e5f) {
-          EXPECT_EQ(zero, -kFp16Max) << preset_name(preset);
-        }
-        // Scores are huge (keys ~mag, norms clamped at 65504): the softmax is
-        // one-hot; decode must stay finite and agree with float64.
-        decode_and_check(p, 1e-4, 1e-5, std::string(preset_name(preset)) + " " + dtype_name(t) + " " + std::to_string(mag));
+  const Preset preset = GetParam();
+  for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    for (float mag : {1e3f, 1e5f, 1e6f}) {
+      if (t == DType::kFloat16 && mag > kFp16Max) continue;  // not representable as fp16 input
+      tqt::Problem p = base(preset, 128, s);
+      std::mt19937 rng(s);
+      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+      for (float& k : p.keys) k = u(rng) * mag;
+      for (float& v : p.values) v = u(rng) * mag;
+      ASSERT_TRUE(reencode(p, t).ok());
+      std::string where;
+      EXPECT_TRUE(metadata_finite(p.layout, p.cache.data(), p.slots, &where))
+          << preset_name(preset) << " " << mag << ": " << where;
+      // A value vector with min -1e6 stores zero = -65504, not -inf.
+      const float zero = core::read_meta(p.layout, p.cache.data() + p.layout.block_base(p.slots[0] / p.layout.block_size),
+                                         static_cast<int>(p.slots[0] % p.layout.block_size), 0, MetaField::kValueZero);
+      if (mag >= 1e5f) {
+        EXPECT_EQ(zero, -kFp16Max) << preset_name(preset);
       }
+      // Scores are huge (keys ~mag, norms clamped at 65504): the softmax is
+      // one-hot; decode must stay finite and agree with float64.
+      decode_and_check(p, 1e-4, 1e-5, std::string(preset_name(preset)) + " " + dtype_name(t) + " " + std::to_string(mag));
     }
   }
 }
 
-TEST(Extreme, AttentionSinkOfMinus125000StaysFinite) {
+TEST_P(ExtremePreset, AttentionSinkOfMinus125000StaysFinite) {
   // vLLM gh-53334: a value vector holding -125,000 (an attention-sink token)
   // rounded its zero point to fp16 -inf and the whole vector to inf.
   const std::uint32_t s = seed(22);
-  for (Preset preset : kAllPresets) {
-    tqt::Problem p = base(preset, 128, s, {64, 33});
-    const int row = p.layout.num_kv_heads * p.layout.format.head_dim;
-    for (int d = 0; d < p.layout.format.head_dim; ++d) p.values[d] = d == 0 ? -125000.0f : 0.01f * d;
-    p.values[3 * row + 9] = -125000.0f;  // and one more sink, in head 0 of token 3
-    p.keys[0] *= 10.0f;                   // the sink token also attracts attention
-    ASSERT_TRUE(reencode(p).ok());
-    const std::uint8_t* block = p.cache.data() + p.layout.block_base(p.slots[0] / p.layout.block_size);
-    const int t = static_cast<int>(p.slots[0] % p.layout.block_size);
-    EXPECT_EQ(core::read_meta(p.layout, block, t, 0, MetaField::kValueZero), -kFp16Max) << preset_name(preset);
-    const float scale = core::read_meta(p.layout, block, t, 0, MetaField::kValueScale);
-    EXPECT_TRUE(std::isfinite(scale)) << preset_name(preset);
-    std::string where;
-    EXPECT_TRUE(metadata_finite(p.layout, p.cache.data(), p.slots, &where)) << where;
-    decode_and_check(p, 1e-5, 1e-6, std::string("sink ") + preset_name(preset));
-  }
+  const Preset preset = GetParam();
+  tqt::Problem p = base(preset, 128, s, {64, 33});
+  const int row = p.layout.num_kv_heads * p.layout.format.head_dim;
+  for (int d = 0; d < p.layout.format.head_dim; ++d) p.values[d] = d == 0 ? -125000.0f : 0.01f * d;
+  p.values[3 * row + 9] = -125000.0f;  // and one more sink, in head 0 of token 3
+  p.keys[0] *= 10.0f;                   // the sink token also attracts attention
+  ASSERT_TRUE(reencode(p).ok());
+  const std::uint8_t* block = p.cache.data() + p.layout.block_base(p.slots[0] / p.layout.block_size);
+  const int t = static_cast<int>(p.slots[0] % p.layout.block_size);
+  EXPECT_EQ(core::read_meta(p.layout, block, t, 0, MetaField::kValueZero), -kFp16Max) << preset_name(preset);
+  const float scale = core::read_meta(p.layout, block, t, 0, MetaField::kValueScale);
+  EXPECT_TRUE(std::isfinite(scale)) << preset_name(preset);
+  std::string where;
+  EXPECT_TRUE(metadata_finite(p.layout, p.cache.data(), p.slots, &where)) << where;
+  decode_and_check(p, 1e-5, 1e-6, std::string("sink ") + preset_name(preset));
 }
 
 // Largest |score| (natural-log units, after softmax_scale) of a problem:
@@ -119,84 +121,83 @@ double max_abs_score(const tqt::Problem& p) {
   return m / 1e3;
 }
 
-TEST(Extreme, ScoresUpTo1e4AfterScalingDoNotOverflowTheSoftmax) {
+TEST_P(ExtremePreset, ScoresUpTo1e4AfterScalingDoNotOverflowTheSoftmax) {
   const std::uint32_t s = seed(23);
-  for (Preset preset : kAllPresets) {
-    for (double target : {1e2, 1e3, 1e4}) {
-      for (bool all_negative : {false, true}) {
-        tqt::Problem p = base(preset, 64, s, {80, 31});
-        if (all_negative) {
-          // Every key close to one direction k0, the query along -k0: all
-          // scores near -target (a naive exp(score) would underflow to 0/0).
-          std::mt19937 rng(s);
-          std::normal_distribution<float> n(0.0f, 1.0f);
-          const int dims = p.layout.format.head_dim;
-          std::vector<float> k0(dims);
-          for (float& x : k0) x = n(rng);
-          for (std::size_t i = 0; i < p.keys.size(); ++i) p.keys[i] = k0[i % dims] + 0.05f * n(rng);
-          for (std::size_t i = 0; i < p.query.size(); ++i) p.query[i] = -k0[i % dims];
-          ASSERT_TRUE(reencode(p).ok());
-        }
-        const float factor = static_cast<float>(target / max_abs_score(p));
-        for (float& q : p.query) q *= factor;
-        const double reached = max_abs_score(p);
-        EXPECT_GT(reached, 0.9 * target);
-        EXPECT_LT(reached, 1.1 * target);
-        if (all_negative) {
-          std::vector<float> out, lse;
-          std::vector<double> out64, lse64;
-          tqt::f64_attention(oracle_input(p.view(), p.args(out, lse)), out64, lse64);
-          for (double l : lse64) EXPECT_LT(l, -0.5 * target) << "every score should be far below 0";
-        }
-        // fp32 scores of magnitude 1e4 carry ~1e-3 absolute rounding, which
-        // exp() turns into ~1e-3 relative weight errors: out is compared at
-        // 1e-2 (relative to its largest element), the LSE at 1e-6 of its size.
-        decode_and_check(p, 1e-2, 1e-6,
-                         std::string(preset_name(preset)) + " |scores| ~" + std::to_string(target) +
-                             (all_negative ? " all negative" : ""));
+  const Preset preset = GetParam();
+  for (double target : {1e2, 1e3, 1e4}) {
+    for (bool all_negative : {false, true}) {
+      tqt::Problem p = base(preset, 64, s, {80, 31});
+      if (all_negative) {
+        // Every key close to one direction k0, the query along -k0: all
+        // scores near -target (a naive exp(score) would underflow to 0/0).
+        std::mt19937 rng(s);
+        std::normal_distribution<float> n(0.0f, 1.0f);
+        const int dims = p.layout.format.head_dim;
+        std::vector<float> k0(dims);
+        for (float& x : k0) x = n(rng);
+        for (std::size_t i = 0; i < p.keys.size(); ++i) p.keys[i] = k0[i % dims] + 0.05f * n(rng);
+        for (std::size_t i = 0; i < p.query.size(); ++i) p.query[i] = -k0[i % dims];
+        ASSERT_TRUE(reencode(p).ok());
       }
+      const float factor = static_cast<float>(target / max_abs_score(p));
+      for (float& q : p.query) q *= factor;
+      const double reached = max_abs_score(p);
+      EXPECT_GT(reached, 0.9 * target);
+      EXPECT_LT(reached, 1.1 * target);
+      if (all_negative) {
+        std::vector<float> out, lse;
+        std::vector<double> out64, lse64;
+        tqt::f64_attention(oracle_input(p.view(), p.args(out, lse)), out64, lse64);
+        for (double l : lse64) EXPECT_LT(l, -0.5 * target) << "every score should be far below 0";
+      }
+      // fp32 scores of magnitude 1e4 carry ~1e-3 absolute rounding, which
+      // exp() turns into ~1e-3 relative weight errors: out is compared at
+      // 1e-2 (relative to its largest element), the LSE at 1e-6 of its size.
+      decode_and_check(p, 1e-2, 1e-6,
+                       std::string(preset_name(preset)) + " |scores| ~" + std::to_string(target) +
+                           (all_negative ? " all negative" : ""));
     }
   }
 }
 
-TEST(Extreme, AllValuesEqualWithinAVectorUseTheMinimumScale) {
+TEST_P(ExtremePreset, AllValuesEqualWithinAVectorUseTheMinimumScale) {
   const std::uint32_t s = seed(24);
-  for (Preset preset : kAllPresets) {
-    for (float c : {0.0f, 3.25f, -1.5e-3f, 1e6f, -125000.0f}) {
-      tqt::Problem p = base(preset, 64, s, {20, 5});
-      std::fill(p.values.begin(), p.values.end(), c);
-      ASSERT_TRUE(reencode(p).ok());
-      const BlockLayout& l = p.layout;
-      for (std::int64_t slot : p.slots) {
-        const std::uint8_t* block = p.cache.data() + l.block_base(slot / l.block_size);
-        const int t = static_cast<int>(slot % l.block_size);
-        for (int h = 0; h < l.num_kv_heads; ++h) {
-          // scale 1e-8 rounds to fp16 +0 (below the smallest subnormal); zero = c clamped.
-          EXPECT_EQ(core::read_meta(l, block, t, h, MetaField::kValueScale), core::fp16_to_float(core::float_to_fp16_clamped(1e-8f)));
-          EXPECT_EQ(core::read_meta(l, block, t, h, MetaField::kValueZero),
-                    core::fp16_to_float(core::float_to_fp16_clamped(c)));
-          const std::uint8_t* codes = block + l.value_data_offset(t, h);
-          for (int i = 0; i < l.format.value_data_bytes(); ++i) ASSERT_EQ(codes[i], 0) << "all codes are 0";
-        }
+  const Preset preset = GetParam();
+  for (float c : {0.0f, 3.25f, -1.5e-3f, 1e6f, -125000.0f}) {
+    tqt::Problem p = base(preset, 64, s, {20, 5});
+    std::fill(p.values.begin(), p.values.end(), c);
+    ASSERT_TRUE(reencode(p).ok());
+    const BlockLayout& l = p.layout;
+    for (std::int64_t slot : p.slots) {
+      const std::uint8_t* block = p.cache.data() + l.block_base(slot / l.block_size);
+      const int t = static_cast<int>(slot % l.block_size);
+      for (int h = 0; h < l.num_kv_heads; ++h) {
+        // scale 1e-8 rounds to fp16 +0 (below the smallest subnormal); zero = c clamped.
+        EXPECT_EQ(core::read_meta(l, block, t, h, MetaField::kValueScale), core::fp16_to_float(core::float_to_fp16_clamped(1e-8f)));
+        EXPECT_EQ(core::read_meta(l, block, t, h, MetaField::kValueZero),
+                  core::fp16_to_float(core::float_to_fp16_clamped(c)));
+        const std::uint8_t* codes = block + l.value_data_offset(t, h);
+        for (int i = 0; i < l.format.value_data_bytes(); ++i) ASSERT_EQ(codes[i], 0) << "all codes are 0";
       }
-      const std::vector<float> out = decode_and_check(p, 1e-6, 1e-6, std::string(preset_name(preset)) + " const " + std::to_string(c));
-      const float expect = core::fp16_to_float(core::float_to_fp16_clamped(c));
-      for (float o : out) ASSERT_NEAR(o, expect, std::abs(expect) * 1e-6) << "attention over equal values returns that value";
     }
+    const std::vector<float> out = decode_and_check(p, 1e-6, 1e-6, std::string(preset_name(preset)) + " const " + std::to_string(c));
+    const float expect = core::fp16_to_float(core::float_to_fp16_clamped(c));
+    for (float o : out) ASSERT_NEAR(o, expect, std::abs(expect) * 1e-6) << "attention over equal values returns that value";
   }
 }
 
-TEST(Extreme, ZeroKeysGiveUniformAttention) {
+TEST_P(ExtremePreset, ZeroKeysGiveUniformAttention) {
   const std::uint32_t s = seed(25);
-  for (Preset preset : kAllPresets) {
-    tqt::Problem p = base(preset, 64, s, {37, 16});
-    std::fill(p.keys.begin(), p.keys.end(), 0.0f);
-    ASSERT_TRUE(reencode(p).ok());
-    std::string where;
-    EXPECT_TRUE(metadata_finite(p.layout, p.cache.data(), p.slots, &where)) << where;
-    decode_and_check(p, 1e-5, 1e-6, std::string("zero keys ") + preset_name(preset));
-  }
+  const Preset preset = GetParam();
+  tqt::Problem p = base(preset, 64, s, {37, 16});
+  std::fill(p.keys.begin(), p.keys.end(), 0.0f);
+  ASSERT_TRUE(reencode(p).ok());
+  std::string where;
+  EXPECT_TRUE(metadata_finite(p.layout, p.cache.data(), p.slots, &where)) << where;
+  decode_and_check(p, 1e-5, 1e-6, std::string("zero keys ") + preset_name(preset));
 }
+
+INSTANTIATE_TEST_SUITE_P(Presets, ExtremePreset, ::testing::ValuesIn(kAllPresets), tqt::PresetName());
 
 TEST(Extreme, HalfPrecisionOutputSaturatesToInfBeyond65504) {
   // Documented (ARITHMETIC.md §1): fp32 -> binary16 output rounds to nearest

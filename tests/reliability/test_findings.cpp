@@ -9,6 +9,7 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <new>
 
 #include "reliability/reliability_util.hpp"
@@ -34,6 +35,18 @@ constexpr bool kSanitized = false;
 class Findings : public ::testing::Test {
  protected:
   void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+
+  // Runs `child` in a death-test child whose address space is limited to 4
+  // GiB, so that an unbounded allocation fails fast; it must exit with code 0
+  // and print a line matching `stderr_regex`.
+  static void expect_clean_exit_within_4gib(const std::function<void()>& child, const char* stderr_regex) {
+    const auto limited = [&] {
+      const rlimit limit{std::size_t{4} << 30, std::size_t{4} << 30};
+      setrlimit(RLIMIT_AS, &limit);
+      child();
+    };
+    EXPECT_EXIT(limited(), ::testing::ExitedWithCode(0), stderr_regex);
+  }
 };
 
 // F1 (tools/io, fixed): a meta.json value nested 200,000 levels deep
@@ -166,15 +179,8 @@ TEST_F(Findings, F5_SequencesLongerThanTheMaximumAreRejected) {
   std::vector<float> q(32, 0.5f), out(32);
   for (std::int32_t len : {INT_MAX, INT_MAX - 15, (1 << 30) + 1, 1 << 30}) {
     std::vector<std::int32_t> lens{len};
-    DecodeArgs a;
-    a.query = {q.data(), 128};
-    a.batch = 1;
-    a.num_q_heads = 1;
-    a.block_table = {table.data(), table.size() * 4};
-    a.max_blocks_per_seq = max_blocks;
-    a.seq_lens = {lens.data(), 4};
-    a.softmax_scale = 0.1f;
-    a.out = {out.data(), 128};
+    const DecodeArgs a = tqt::host_decode_args(tqt::bytes_of(q), 1, 1, tqt::bytes_of(table), max_blocks,
+                                               tqt::bytes_of(lens), 0.1f, 32, tqt::writable_bytes_of(out), {});
     const Status s = validate_decode(ConstCacheView(l, cache.data(), 1), a);  // never decode these
     if (len <= (1 << 30)) {
       EXPECT_TRUE(s.ok()) << len << ": " << s.to_string();
@@ -195,9 +201,7 @@ TEST_F(Findings, F5_SequencesLongerThanTheMaximumAreRejected) {
 // 4 GiB address-space limit so that an unfixed library fails fast.
 TEST_F(Findings, F9_EmptyBatchWithHugeGroupAllocatesNothing) {
   if (kSanitized) GTEST_SKIP() << "address-space limits do not mix with sanitizer shadow memory";
-  const auto child = [&]() {
-    const rlimit limit{std::size_t{4} << 30, std::size_t{4} << 30};
-    setrlimit(RLIMIT_AS, &limit);
+  expect_clean_exit_within_4gib([] {
     const BlockLayout l{core::preset_format(Preset::k4BitNc, 32), 16, 1};
     std::vector<std::uint8_t> cache(l.block_bytes());
     DecodeArgs a;
@@ -216,8 +220,7 @@ TEST_F(Findings, F9_EmptyBatchWithHugeGroupAllocatesNothing) {
     }
     std::fprintf(stderr, "all returned\n");
     std::exit(0);
-  };
-  EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), "all returned");
+  }, "all returned");
 }
 
 #if TQ_REL_HAVE_CPU
@@ -229,35 +232,23 @@ TEST_F(Findings, F9_EmptyBatchWithHugeGroupAllocatesNothing) {
 // Status). Run in a child with a 4 GiB address-space limit.
 TEST_F(Findings, F6_DecodeCpuWorkspaceIsBoundedAndNeverThrows) {
   if (kSanitized) GTEST_SKIP() << "address-space limits do not mix with sanitizer shadow memory";
-  const auto child = [&]() {
-        const rlimit limit{std::size_t{4} << 30, std::size_t{4} << 30};
-        setrlimit(RLIMIT_AS, &limit);
-        const BlockLayout l{core::preset_format(Preset::k4BitNc, 128), 16, 8};
-        std::vector<std::uint8_t> cache(l.block_bytes(), 0);
-        const int batch = 4096, hq = 32;
-        std::vector<std::int32_t> table(batch, 0), lens(batch, 1);
-        std::vector<float> q(std::size_t(batch) * hq * 128, 0.1f), out(q.size());
-        DecodeArgs a;
-        a.query = {q.data(), q.size() * 4};
-        a.batch = batch;
-        a.num_q_heads = hq;
-        a.block_table = {table.data(), table.size() * 4};
-        a.max_blocks_per_seq = 1;
-        a.seq_lens = {lens.data(), lens.size() * 4};
-        a.softmax_scale = 0.1f;
-        a.num_splits = 1024;
-        a.out = {out.data(), out.size() * 4};
-        try {
-          const Status s = decode_cpu(ConstCacheView(l, cache.data(), 1), a);
-          std::fprintf(stderr, "returned %s\n", s.to_string().c_str());
-        } catch (const std::bad_alloc&) {
-          std::fprintf(stderr, "std::bad_alloc escaped decode_cpu\n");
-          std::exit(1);
-        }
-        std::exit(0);
-      };
-  EXPECT_EXIT(child(),
-      ::testing::ExitedWithCode(0), "returned");
+  expect_clean_exit_within_4gib([] {
+    const BlockLayout l{core::preset_format(Preset::k4BitNc, 128), 16, 8};
+    std::vector<std::uint8_t> cache(l.block_bytes(), 0);
+    const int batch = 4096, hq = 32;
+    std::vector<std::int32_t> table(batch, 0), lens(batch, 1);
+    std::vector<float> q(std::size_t(batch) * hq * 128, 0.1f), out(q.size());
+    const DecodeArgs a = tqt::host_decode_args(tqt::bytes_of(q), batch, hq, tqt::bytes_of(table), 1, tqt::bytes_of(lens),
+                                               0.1f, 1024, tqt::writable_bytes_of(out), {});
+    try {
+      const Status s = decode_cpu(ConstCacheView(l, cache.data(), 1), a);
+      std::fprintf(stderr, "returned %s\n", s.to_string().c_str());
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "std::bad_alloc escaped decode_cpu\n");
+      std::exit(1);
+    }
+    std::exit(0);
+  }, "returned");
 }
 #endif
 

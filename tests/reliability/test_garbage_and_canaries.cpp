@@ -180,10 +180,7 @@ TEST(Canary, EncodeWritesExactlyTheBytesOfItsSlots) {
 }
 
 TEST(Canary, RejectedCallsWriteNothing) {
-  tqt::ProblemSpec spec;
-  spec.seq_lens = {20, 9};
-  spec.seed = seed(64);
-  const tqt::Problem p = tqt::make_problem(spec);
+  const tqt::Problem p = tqt::make_problem({20, 9}, seed(64));
   std::vector<std::int32_t> bad_table = p.block_table;
   bad_table[p.max_blocks] = static_cast<std::int32_t>(p.num_blocks);  // sequence 1's first block: out of range
   for (const DecodeBackend& be : decode_backends()) {
@@ -192,7 +189,7 @@ TEST(Canary, RejectedCallsWriteNothing) {
     Guarded g_out(out.size() * 4), g_lse(lse.size() * 4);
     a.out = g_out.buffer();
     a.lse = g_lse.buffer();
-    a.block_table = {bad_table.data(), bad_table.size() * 4};
+    a.block_table = tqt::bytes_of(bad_table);
     EXPECT_EQ(be.decode(p.view(), a).code(), StatusCode::kOutOfRange) << be.name;
     for (std::size_t i = 0; i < g_out.size(); ++i) ASSERT_EQ(g_out.data()[i], 0xA5) << be.name;
     for (std::size_t i = 0; i < g_lse.size(); ++i) ASSERT_EQ(g_lse.data()[i], 0xA5) << be.name;
@@ -201,11 +198,7 @@ TEST(Canary, RejectedCallsWriteNothing) {
   slots.back() = slots.front();  // a duplicate: the whole call is rejected
   for (const EncodeBackend& be : encode_backends()) {
     std::vector<std::uint8_t> cache = p.cache;
-    EncodeArgs e;
-    e.keys = {p.keys.data(), p.keys.size() * 4};
-    e.values = {p.values.data(), p.values.size() * 4};
-    e.num_tokens = static_cast<std::int64_t>(slots.size());
-    e.slot_mapping = {slots.data(), slots.size() * 8};
+    const EncodeArgs e = tqt::host_encode_args(tqt::bytes_of(p.keys), tqt::bytes_of(p.values), DType::kFloat32, slots);
     EXPECT_EQ(be.encode(CacheView{p.layout, cache.data(), p.num_blocks}, e).code(), StatusCode::kInvalidArgument);
     EXPECT_TRUE(cache == p.cache) << be.name;
   }

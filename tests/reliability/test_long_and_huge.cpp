@@ -55,17 +55,9 @@ TEST(Long, OneMillionTokensMatchFloat64AndEveryBackend) {
     std::vector<double> out64, lse64;
     for (const DecodeBackend& be : decode_backends()) {
       std::vector<float> out(query.size(), -7.0f), lse(4, -7.0f);
-      DecodeArgs a;
-      a.query = {query.data(), query.size() * 4};
-      a.batch = 2;
-      a.num_q_heads = 2;
-      a.block_table = {tables.data(), tables.size() * 4};
-      a.max_blocks_per_seq = max_blocks;
-      a.seq_lens = {lens.data(), 8};
-      a.softmax_scale = 1.0f / std::sqrt(32.0f);
-      a.num_splits = splits;
-      a.out = {out.data(), out.size() * 4};
-      a.lse = {lse.data(), lse.size() * 4};
+      const DecodeArgs a =
+          tqt::host_decode_args(tqt::bytes_of(query), 2, 2, tqt::bytes_of(tables), max_blocks, tqt::bytes_of(lens),
+                                1.0f / std::sqrt(32.0f), splits, tqt::writable_bytes_of(out), tqt::writable_bytes_of(lse));
       const ConstCacheView view(l, cache.data(), physical);
       ASSERT_TRUE(be.decode(view, a).ok()) << be.name;
       EXPECT_TRUE(all_finite(out)) << be.name;

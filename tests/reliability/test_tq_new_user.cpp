@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -81,6 +82,17 @@ class TqNewUser : public ::testing::Test {
     EXPECT_NE(r.err.find(fragment), std::string::npos) << "missing \"" << fragment << "\": " << r.err;
   }
 
+  // A (args, message fragment) row of a table of misuses.
+  struct Reason {
+    std::string args;
+    const char* fragment;
+  };
+  // Runs `tq <row.args>` for each row: a one-line reason from the command
+  // named by the first word of the args.
+  void expect_reasons(const std::vector<Reason>& rows) {
+    for (const Reason& row : rows) expect_one_line_reason(tq(row.args), row.args.substr(0, row.args.find(' ')), row.fragment);
+  }
+
   // A writable copy of the case.
   fs::path copy_case(const std::string& name = "case") {
     const fs::path c = dir_ / name;
@@ -95,57 +107,62 @@ class TqNewUser : public ::testing::Test {
 };
 
 TEST_F(TqNewUser, WrongPaths) {
-  expect_one_line_reason(tq("decode /nonexistent/case --out o.npy"), "decode", "no such case directory");
-  expect_one_line_reason(tq("decode '' --out o.npy"), "decode", "CASE: an empty path");
-  expect_one_line_reason(tq("validate " + quote((kCase / "meta.json").string())), "validate", "not a directory");
   std::ofstream(dir_ / "empty_dir_marker") << "";
   fs::create_directories(dir_ / "empty_case");
-  expect_one_line_reason(tq("inspect empty_case"), "inspect", "meta.json: no such file");
-  const fs::path c = copy_case();
-  expect_one_line_reason(tq("decode case --out /nonexistent/dir/o.npy"), "decode", "cannot open for writing");
-  expect_one_line_reason(tq("decode case --out case"), "decode", "cannot open for writing");
-  expect_one_line_reason(tq("decode case --out /dev/full"), "decode", "write failed");
-  expect_one_line_reason(tq("validate case --output no_such_output.npy"), "validate", "no such file");
+  copy_case();
+  expect_reasons({
+      {"decode /nonexistent/case --out o.npy", "no such case directory"},
+      {"decode '' --out o.npy", "CASE: an empty path"},
+      {"validate " + quote((kCase / "meta.json").string()), "not a directory"},
+      {"inspect empty_case", "meta.json: no such file"},
+      {"decode case --out /nonexistent/dir/o.npy", "cannot open for writing"},
+      {"decode case --out case", "cannot open for writing"},
+      {"decode case --out /dev/full", "write failed"},
+      {"validate case --output no_such_output.npy", "no such file"},
+  });
   std::printf("%s", transcript_.c_str());
 }
 
 TEST_F(TqNewUser, WrongFiles) {
   const fs::path c = copy_case();
-  const auto fresh = [&] {
+  // Each row damages a fresh copy of the case, then runs tq on it.
+  const auto replace = [&](const char* file, const std::function<void(const fs::path&)>& make) {
+    return [&c, file, make] {
+      fs::remove(c / file);
+      make(c / file);
+    };
+  };
+  const auto write = [&](const char* file, std::string bytes) {
+    return [&c, file, bytes] { std::ofstream(c / file, std::ios::trunc) << bytes; };
+  };
+  const auto to_dev_zero = [](const fs::path& f) { fs::create_symlink("/dev/zero", f); };
+  const struct {
+    std::function<void()> damage;
+    Reason reason;
+  } rows[] = {
+      {[&] { fs::copy_file(c / "meta.json", c / "query.npy", fs::copy_options::overwrite_existing); },
+       {"decode case --out o.npy", "query.npy: bad magic"}},
+      {replace("query.npy", [](const fs::path& f) { fs::create_directory(f); }),
+       {"decode case --out o.npy", "query.npy: is a directory"}},
+      {write("kv_cache.npy", ""), {"inspect case", "kv_cache.npy: empty file"}},
+      {replace("kv_cache.npy", to_dev_zero), {"decode case --out o.npy", "kv_cache.npy: not a regular file"}},
+      {replace("query.npy", [](const fs::path& f) { ASSERT_EQ(::mkfifo(f.c_str(), 0600), 0); }),
+       {"decode case --out o.npy", "query.npy: not a regular file"}},
+      {replace("meta.json", to_dev_zero), {"decode case --out o.npy", "meta.json: not a regular file"}},
+      {write("meta.json", "\x93NUMPY\x01\x00garbage"), {"decode case --out o.npy", "meta.json: invalid JSON"}},
+      {write("meta.json", "{\"preset\": " + std::string(100000, '[') + std::string(100000, ']') + "}"),
+       {"decode case --out o.npy", "preset = an array must be a string"}},
+      {[] {}, {"validate case --output meta.json", "meta.json: bad magic"}},
+      {[] {}, {"validate case --output case", "is a directory"}},
+      {[] {}, {"validate case --output kv_cache.npy", "kv_cache.npy"}},
+  };
+  for (const auto& row : rows) {
     fs::remove_all(c);
     copy_case();
-  };
-  fs::copy_file(c / "meta.json", c / "query.npy", fs::copy_options::overwrite_existing);
-  expect_one_line_reason(tq("decode case --out o.npy"), "decode", "query.npy: bad magic");
-  fresh();
-  fs::remove(c / "query.npy");
-  fs::create_directory(c / "query.npy");
-  expect_one_line_reason(tq("decode case --out o.npy"), "decode", "query.npy: is a directory");
-  fresh();
-  std::ofstream(c / "kv_cache.npy", std::ios::trunc).close();
-  expect_one_line_reason(tq("inspect case"), "inspect", "kv_cache.npy: empty file");
-  fresh();
-  fs::remove(c / "kv_cache.npy");
-  fs::create_symlink("/dev/zero", c / "kv_cache.npy");
-  expect_one_line_reason(tq("decode case --out o.npy"), "decode", "kv_cache.npy: not a regular file");
-  fresh();
-  fs::remove(c / "query.npy");
-  ASSERT_EQ(::mkfifo((c / "query.npy").c_str(), 0600), 0);
-  expect_one_line_reason(tq("decode case --out o.npy"), "decode", "query.npy: not a regular file");
-  fresh();
-  fs::remove(c / "meta.json");
-  fs::create_symlink("/dev/zero", c / "meta.json");
-  expect_one_line_reason(tq("decode case --out o.npy"), "decode", "meta.json: not a regular file");
-  fresh();
-  std::ofstream(c / "meta.json", std::ios::trunc) << "\x93NUMPY\x01\x00garbage";
-  expect_one_line_reason(tq("decode case --out o.npy"), "decode", "meta.json: invalid JSON");
-  fresh();
-  std::ofstream(c / "meta.json", std::ios::trunc) << "{\"preset\": " << std::string(100000, '[') << std::string(100000, ']') << "}";
-  expect_one_line_reason(tq("decode case --out o.npy"), "decode", "preset = an array must be a string");
-  fresh();
-  expect_one_line_reason(tq("validate case --output meta.json"), "validate", "meta.json: bad magic");
-  expect_one_line_reason(tq("validate case --output case"), "validate", "is a directory");
-  expect_one_line_reason(tq("validate case --output kv_cache.npy"), "validate", "kv_cache.npy");
+    row.damage();
+    if (HasFatalFailure()) return;
+    expect_reasons({row.reason});
+  }
   std::printf("%s", transcript_.c_str());
 }
 

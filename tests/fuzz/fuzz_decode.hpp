@@ -95,6 +95,26 @@ inline turboquant::Codebook fuzz_codebook(Input& in, int key_bits) {
   return cb;
 }
 
+// The optional caller-supplied codebook and dense rotation of a decode or
+// encode call (`a`), drawn from the input in this order; `cb` and `rotation`
+// hold them and must outlive the call.
+template <class Args>
+void fuzz_codebook_and_rotation(Input& in, Args& a, int key_bits, int dims, bool custom_cb, bool dense_rot,
+                                turboquant::Codebook& cb, Exact& rotation) {
+  if (custom_cb) {
+    cb = fuzz_codebook(in, key_bits);
+    a.codebook = &cb;
+  }
+  if (dense_rot) {
+    rotation = Exact(sized(checked_product({dims, dims, 4}), in, in.flag()));
+    for (std::size_t i = 0; i + 4 <= rotation.size(); i += 4) {
+      const float x = in.flag() ? in.f32() : static_cast<float>(static_cast<std::int8_t>(in.u8())) / 64.0f;
+      std::memcpy(rotation.v.data() + i, &x, 4);
+    }
+    a.rotation = {rotation.data(), rotation.size()};
+  }
+}
+
 inline void fill_floats(Exact& buf, turboquant::DType t, Input& in, float magnitude, bool raw) {
   const std::size_t es = turboquant::dtype_size(t);
   for (std::size_t i = 0; i + es <= buf.size(); i += es) {
@@ -186,20 +206,8 @@ inline int fuzz_decode(const std::uint8_t* data, std::size_t size) {
   a.block_table = {table.data(), table.size()};
 
   Codebook cb;
-  if (custom_cb) {
-    cb = fuzz_codebook(in, l.format.key_bits);
-    a.codebook = &cb;
-  }
   Exact rotation;
-  if (dense_rot) {
-    const std::int64_t want = checked_product({dims, dims, 4});
-    rotation = Exact(sized(want, in, in.flag()));
-    for (std::size_t i = 0; i + 4 <= rotation.size(); i += 4) {
-      const float x = in.flag() ? in.f32() : static_cast<float>(static_cast<std::int8_t>(in.u8())) / 64.0f;
-      std::memcpy(rotation.v.data() + i, &x, 4);
-    }
-    a.rotation = {rotation.data(), rotation.size()};
-  }
+  fuzz_codebook_and_rotation(in, a, l.format.key_bits, dims, custom_cb, dense_rot, cb, rotation);
 
   const Status v = validate_decode(view, a);
   if (v.message().find('\n') != std::string::npos) fail("decode: validation message spans lines");

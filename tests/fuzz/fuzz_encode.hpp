@@ -97,19 +97,8 @@ inline int fuzz_encode(const std::uint8_t* data, std::size_t size) {
   e.values = {values.data(), values.size()};
   e.slot_mapping = {slots.data(), slots.size()};
   Codebook cb;
-  if (custom_cb) {
-    cb = fuzz_codebook(in, l.format.key_bits);
-    e.codebook = &cb;
-  }
   Exact rotation;
-  if (dense_rot) {
-    rotation = Exact(sized(checked_product({dims, dims, 4}), in, in.flag()));
-    for (std::size_t i = 0; i + 4 <= rotation.size(); i += 4) {
-      const float x = in.flag() ? in.f32() : static_cast<float>(static_cast<std::int8_t>(in.u8())) / 64.0f;
-      std::memcpy(rotation.v.data() + i, &x, 4);
-    }
-    e.rotation = {rotation.data(), rotation.size()};
-  }
+  fuzz_codebook_and_rotation(in, e, l.format.key_bits, dims, custom_cb, dense_rot, cb, rotation);
 
   const CacheView view{l, cache.v.data(), num_blocks};
   const Status v = validate_encode(view, e);

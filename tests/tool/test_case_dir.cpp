@@ -141,6 +141,33 @@ class BrokenCase : public ::testing::Test {
     EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
   }
 
+  // A table of broken cases: each row damages a fresh copy, then the load
+  // (with `o`) fails naming `text`.
+  struct Breakage {
+    std::function<void()> damage;
+    std::string text;
+  };
+  void expect_errors(const std::vector<Breakage>& rows, const CaseLoadOptions& o = CaseLoadOptions::all_required()) {
+    for (const Breakage& row : rows) {
+      SetUp();
+      row.damage();
+      if (HasFatalFailure()) return;
+      expect_error(row.text, o);
+    }
+  }
+  // Damage: `name` replaced by a zero-filled array of `shape`.
+  template <class T>
+  std::function<void()> shaped(const std::string& name, std::vector<std::int64_t> shape) {
+    return [this, name, shape] { write<T>(name, shape); };
+  }
+  // Damage: meta.json edited by `edit`, or replaced by `text`.
+  std::function<void()> meta(const std::function<void(nlohmann::json&)>& edit) {
+    return [this, edit] { edit_meta(edit); };
+  }
+  std::function<void()> meta_text(const std::string& text) {
+    return [this, text] { std::ofstream(file("meta.json")) << text; };
+  }
+
   TempDir tmp_;
   std::string dir_;
 };
@@ -170,106 +197,70 @@ TEST_F(BrokenCase, OptionalFileMayBeAbsent) {
 }
 
 TEST_F(BrokenCase, WrongDtypes) {
-  write<std::int32_t>("query.npy", {2, 4, 64});
-  expect_error(file("query.npy") + ": dtype int32 cannot be read as float32");
-  SetUp();
-  write<std::int32_t>("kv_cache.npy", {9, 32, 4, 62});
-  expect_error(file("kv_cache.npy") + ": dtype int32, expected uint8");
-  SetUp();
-  write<float>("reference_out_f64.npy", {2, 4, 64});
-  expect_error(file("reference_out_f64.npy") + ": dtype float32, expected float64");
-  SetUp();
-  write<float>("seq_lens.npy", {2});
-  expect_error(file("seq_lens.npy") + ": dtype float32 cannot be read as int32");
-  SetUp();
-  ASSERT_TRUE(write_npy(file("block_table.npy"),
-                        make_npy<std::int64_t>({2, 1}, std::vector<std::int64_t>{0, std::int64_t{1} << 33}))
-                  .ok());
-  expect_error(file("block_table.npy") + ": element 1 = 8589934592 does not fit in int32");
+  expect_errors({
+      {shaped<std::int32_t>("query.npy", {2, 4, 64}), file("query.npy") + ": dtype int32 cannot be read as float32"},
+      {shaped<std::int32_t>("kv_cache.npy", {9, 32, 4, 62}), file("kv_cache.npy") + ": dtype int32, expected uint8"},
+      {shaped<float>("reference_out_f64.npy", {2, 4, 64}),
+       file("reference_out_f64.npy") + ": dtype float32, expected float64"},
+      {shaped<float>("seq_lens.npy", {2}), file("seq_lens.npy") + ": dtype float32 cannot be read as int32"},
+      {[this] {
+         ASSERT_TRUE(write_npy(file("block_table.npy"),
+                               make_npy<std::int64_t>({2, 1}, std::vector<std::int64_t>{0, std::int64_t{1} << 33}))
+                         .ok());
+       },
+       file("block_table.npy") + ": element 1 = 8589934592 does not fit in int32"},
+  });
 }
 
 TEST_F(BrokenCase, ShapesDisagreeingWithMeta) {
-  write<float>("query.npy", {2, 4, 32});
-  expect_error(file("query.npy") +
-               ": shape (2, 4, 32) does not match [B, Hq, D]: dim 2 (D) = 32, but head_dim = 64 in meta.json");
-  SetUp();
-  write<float>("query.npy", {2, 8, 64});
-  expect_error("dim 1 (Hq) = 8, but num_q_heads = 4 in meta.json");
-  SetUp();
-  write<float>("query.npy", {2, 256});
-  expect_error(file("query.npy") + ": shape (2, 256) does not match [B, Hq, D]: 2 dimensions, expected 3");
-  SetUp();
-  write<std::int32_t>("seq_lens.npy", {3});
-  expect_error(file("seq_lens.npy") + ": shape (3,) does not match [B]: dim 0 (B) = 3, but query.npy has B = 2");
-  SetUp();
-  write<float>("values.npy", {145, 4, 64});
-  expect_error(file("values.npy") +
-               ": shape (145, 4, 64) does not match [N, Hk, D]: dim 0 (N) = 145, but keys.npy has N = 146");
-  SetUp();
-  write<float>("keys.npy", {146, 2, 64});
-  expect_error("dim 1 (Hk) = 2, but num_kv_heads = 4 in meta.json");
-  SetUp();
-  write<std::int32_t>("slot_mapping.npy", {147});
-  expect_error("slot_mapping.npy: shape (147,) does not match [N]");
-  SetUp();
-  write<std::uint8_t>("kv_cache.npy", {9, 32, 4, 64});
-  expect_error(file("kv_cache.npy") +
-               ": shape (9, 32, 4, 64) does not match [num_blocks, block_size, Hk, slot_bytes]: "
-               "dim 3 (slot_bytes) = 64, but turboquant_k3v4_nc at head_dim = 64 stores 62");
-  SetUp();
-  write<std::uint8_t>("kv_cache.npy", {9, 16, 4, 62});
-  expect_error("dim 1 (block_size) = 16, but block_size = 32 in meta.json");
-  SetUp();
-  write<float>("centroids.npy", {16});
-  expect_error(file("centroids.npy") + ": shape (16,), expected (8,) for turboquant_k3v4_nc (key_bits = 3)");
-  SetUp();
-  write<float>("expected_lse.npy", {2, 4, 1});
-  expect_error("expected_lse.npy: shape (2, 4, 1) does not match [B, Hq]");
+  expect_errors({
+      {shaped<float>("query.npy", {2, 4, 32}),
+       file("query.npy") + ": shape (2, 4, 32) does not match [B, Hq, D]: dim 2 (D) = 32, but head_dim = 64 in meta.json"},
+      {shaped<float>("query.npy", {2, 8, 64}), "dim 1 (Hq) = 8, but num_q_heads = 4 in meta.json"},
+      {shaped<float>("query.npy", {2, 256}),
+       file("query.npy") + ": shape (2, 256) does not match [B, Hq, D]: 2 dimensions, expected 3"},
+      {shaped<std::int32_t>("seq_lens.npy", {3}),
+       file("seq_lens.npy") + ": shape (3,) does not match [B]: dim 0 (B) = 3, but query.npy has B = 2"},
+      {shaped<float>("values.npy", {145, 4, 64}),
+       file("values.npy") + ": shape (145, 4, 64) does not match [N, Hk, D]: dim 0 (N) = 145, but keys.npy has N = 146"},
+      {shaped<float>("keys.npy", {146, 2, 64}), "dim 1 (Hk) = 2, but num_kv_heads = 4 in meta.json"},
+      {shaped<std::int32_t>("slot_mapping.npy", {147}), "slot_mapping.npy: shape (147,) does not match [N]"},
+      {shaped<std::uint8_t>("kv_cache.npy", {9, 32, 4, 64}),
+       file("kv_cache.npy") +
+           ": shape (9, 32, 4, 64) does not match [num_blocks, block_size, Hk, slot_bytes]: "
+           "dim 3 (slot_bytes) = 64, but turboquant_k3v4_nc at head_dim = 64 stores 62"},
+      {shaped<std::uint8_t>("kv_cache.npy", {9, 16, 4, 62}), "dim 1 (block_size) = 16, but block_size = 32 in meta.json"},
+      {shaped<float>("centroids.npy", {16}),
+       file("centroids.npy") + ": shape (16,), expected (8,) for turboquant_k3v4_nc (key_bits = 3)"},
+      {shaped<float>("expected_lse.npy", {2, 4, 1}), "expected_lse.npy: shape (2, 4, 1) does not match [B, Hq]"},
+  });
 }
 
 TEST_F(BrokenCase, BadMeta) {
-  edit_meta([](nlohmann::json& m) { m["preset"] = "turboquant_5bit"; });
-  expect_error(file("meta.json") +
-                   ": preset = \"turboquant_5bit\" is not one of turboquant_k8v4, turboquant_4bit_nc, "
-                   "turboquant_k3v4_nc, turboquant_3bit_nc",
-               CaseLoadOptions::meta_only());
-  SetUp();
-  std::ofstream(file("meta.json")) << "{\"preset\": \"turboquant_k3v4_nc\", \"head_dim\": 64,,}";
-  expect_error(file("meta.json") + ": invalid JSON: ", CaseLoadOptions::meta_only());
-  SetUp();
-  std::ofstream(file("meta.json")) << "[1, 2]";
-  expect_error("meta.json: expected a JSON object, found array", CaseLoadOptions::meta_only());
-  SetUp();
-  edit_meta([](nlohmann::json& m) { m.erase("head_dim"); });
-  expect_error("meta.json: missing key \"head_dim\"", CaseLoadOptions::meta_only());
-  SetUp();
-  edit_meta([](nlohmann::json& m) { m["block_size"] = "32"; });
-  expect_error("meta.json: block_size = \"32\" must be an integer", CaseLoadOptions::meta_only());
-  SetUp();
-  edit_meta([](nlohmann::json& m) { m["num_kv_heads"] = 4.5; });
-  expect_error("meta.json: num_kv_heads = 4.5 must be an integer", CaseLoadOptions::meta_only());
-  SetUp();
-  edit_meta([](nlohmann::json& m) { m["head_dim"] = 10000000000LL; });
-  expect_error("meta.json: head_dim = 10000000000 does not fit in a 32-bit int", CaseLoadOptions::meta_only());
-  SetUp();
-  edit_meta([](nlohmann::json& m) { m["head_dim"] = 96; });  // Lloyd-Max keys need a power of two
-  expect_error(
-      "meta.json: format {key_bits = 3, value_bits = 4, head_dim = 96, norm_correction = on}: "
-      "Lloyd-Max keys need a power-of-two head_dim",
+  using nlohmann::json;
+  expect_errors(
+      {
+          {meta([](json& m) { m["preset"] = "turboquant_5bit"; }),
+           file("meta.json") +
+               ": preset = \"turboquant_5bit\" is not one of turboquant_k8v4, turboquant_4bit_nc, "
+               "turboquant_k3v4_nc, turboquant_3bit_nc"},
+          {meta_text("{\"preset\": \"turboquant_k3v4_nc\", \"head_dim\": 64,,}"), file("meta.json") + ": invalid JSON: "},
+          {meta_text("[1, 2]"), "meta.json: expected a JSON object, found array"},
+          {meta([](json& m) { m.erase("head_dim"); }), "meta.json: missing key \"head_dim\""},
+          {meta([](json& m) { m["block_size"] = "32"; }), "meta.json: block_size = \"32\" must be an integer"},
+          {meta([](json& m) { m["num_kv_heads"] = 4.5; }), "meta.json: num_kv_heads = 4.5 must be an integer"},
+          {meta([](json& m) { m["head_dim"] = 10000000000LL; }),
+           "meta.json: head_dim = 10000000000 does not fit in a 32-bit int"},
+          {meta([](json& m) { m["head_dim"] = 96; }),  // Lloyd-Max keys need a power of two
+           "meta.json: format {key_bits = 3, value_bits = 4, head_dim = 96, norm_correction = on}: "
+           "Lloyd-Max keys need a power-of-two head_dim"},
+          {meta([](json& m) { m["block_size"] = 0; }), "block_size must be >= 1"},
+          {meta([](json& m) { m["num_q_heads"] = 6; }),
+           "meta.json: num_q_heads = 6 must be a positive multiple of num_kv_heads = 4"},
+          {meta([](json& m) { m["scale"] = "0.125"; }), "meta.json: scale = \"0.125\" must be a number"},
+          {meta([](json& m) { m["num_kv_splits"] = 0; }), "meta.json: num_kv_splits = 0 must be >= 1"},
+      },
       CaseLoadOptions::meta_only());
-  SetUp();
-  edit_meta([](nlohmann::json& m) { m["block_size"] = 0; });
-  expect_error("block_size must be >= 1", CaseLoadOptions::meta_only());
-  SetUp();
-  edit_meta([](nlohmann::json& m) { m["num_q_heads"] = 6; });
-  expect_error("meta.json: num_q_heads = 6 must be a positive multiple of num_kv_heads = 4",
-               CaseLoadOptions::meta_only());
-  SetUp();
-  edit_meta([](nlohmann::json& m) { m["scale"] = "0.125"; });
-  expect_error("meta.json: scale = \"0.125\" must be a number", CaseLoadOptions::meta_only());
-  SetUp();
-  edit_meta([](nlohmann::json& m) { m["num_kv_splits"] = 0; });
-  expect_error("meta.json: num_kv_splits = 0 must be >= 1", CaseLoadOptions::meta_only());
 }
 
 TEST_F(BrokenCase, OptionalMetaKeys) {

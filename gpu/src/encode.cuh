@@ -11,17 +11,15 @@
 // The divisions by the key's norm and by the value scale share one divisor per
 // vector, so they go through core::div_rn_by_reciprocal (div_rn's bits, four
 // FMAs and a multiply) when the operands are in its range, else div_rn.
-// Two steps of core/quantize.hpp are restated because their core functions
-// take the whole vector and reduce inside:
-//   normalize_key    norm = sqrt_rn(dot16(k, k)); x = div_rn(k, add_rn(norm, 1e-8))
-//   stored_key_norm  norm * div_rn(1, sqrt_rn(add_rn(dot16(c, c), 1e-16)))
-// value_params is called on the pair {min, max}, which reproduces its scan.
+// The reductions of core/quantize.hpp (dot16, the min/max scans) are the
+// group's (group_contract.cuh); their finishing steps are core's
+// (key_denominator, stored_key_norm, value_params of the range).
 #pragma once
 
-#include "elements.cuh"
 #include "group_contract.cuh"
 #include "mma_utils.cuh"  // load_chunk
 #include "params.hpp"
+#include "turboquant/core/elements.hpp"
 #include "turboquant/core/token_codec.hpp"
 
 namespace turboquant::cuda::detail {
@@ -246,8 +244,9 @@ __device__ __forceinline__ void encode_vector(const EncodeParams& p, const core:
 #pragma unroll
       for (int x = 0; x < G::kElems; ++x) code[x] = core::float_to_fp8_e4m3(k[x]);
     } else {
-      const float norm = core::sqrt_rn(group_dot16<D>(k, k, mask));
-      const float denom = core::add_rn(norm, core::kNormEpsilon);
+      const core::KeyDenominator kd = core::key_denominator(group_dot16<D>(k, k, mask));
+      const float norm = kd.norm;
+      const float denom = kd.denom;
       float y[G::kElems];
       if (__all_sync(mask, core::reciprocal_divisor_in_range(denom) && dividends_in_range<D, kT>(k))) {
         const float recip = core::div_rn(1.0f, denom);
@@ -282,11 +281,9 @@ __device__ __forceinline__ void encode_vector(const EncodeParams& p, const core:
       }
 #pragma unroll
       for (int x = 0; x < G::kElems; ++x) y[x] = cb.centroids[code[x]];  // c[idx], as encode_token_head reuses y
-      float stored = norm;
-      if (f.norm_correction) {
-        const float sum_sq = group_dot16<D>(y, y, mask);
-        stored = core::mul_rn(norm, core::div_rn(1.0f, core::sqrt_rn(core::add_rn(sum_sq, core::kCorrectionEpsilon))));
-      }
+      // The correction's dot16 (shuffles of the whole group) only when it is used.
+      const float stored =
+          f.norm_correction ? core::stored_key_norm(norm, group_dot16<D>(y, y, mask), true) : norm;
       if (sub == 0) core::write_meta(l, block, t, h, core::MetaField::kKeyNorm, stored);
     }
     stage_codes<D>(codes, sub, code);
@@ -305,8 +302,7 @@ __device__ __forceinline__ void encode_vector(const EncodeParams& p, const core:
     widen_share<D, kT>(raw, v);
   }
   const float2 extremes = group_min_max<D>(v, sub, mask, leader);
-  const float pair[2] = {extremes.x, extremes.y};
-  const core::ValueParams vp = core::value_params(pair, 2, f.value_bits);
+  const core::ValueParams vp = core::value_params(core::ValueRange{extremes.x, extremes.y}, f.value_bits);
   // Every lane of the group sees the same scale, so the branch is group-uniform.
   // The dividends v - zero need no range check: they are NaN (code 0 either
   // way), or at most scale * levels (in range), or below kReciprocalDividendMin,

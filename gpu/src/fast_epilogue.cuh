@@ -65,7 +65,7 @@ __device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWa
                     f0 * (w.o[j][2] * inv_hi + w.z0), f1 * (w.o[j][3] * inv_hi + w.z1));
   }
   __syncthreads();
-  const std::int64_t first_partial = out.first_row * p.num_splits + out.split;
+  const core::PartialLayout pl = p.partials(D);
   for (int i = tid; i < T::kMTiles * 32; i += T::kThreads) {
     const int j = i / 32;
     const int ln = i % 32;
@@ -82,12 +82,12 @@ __device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWa
     const int h = 2 * (ln & 3);
     const int d0 = (ln >> 2) * (D / 8) + 2 * j;
     if (h < out.heads) {
-      float* dst = p.partial_acc + (first_partial + std::int64_t{h} * p.num_splits) * D + d0;
+      float* dst = p.partial_acc + pl.acc_offset(out.first_row + h, out.split) + d0;
       dst[0] = v.x;
       dst[1] = v.z;
     }
     if (h + 1 < out.heads) {
-      float* dst = p.partial_acc + (first_partial + std::int64_t{h + 1} * p.num_splits) * D + d0;
+      float* dst = p.partial_acc + pl.acc_offset(out.first_row + h + 1, out.split) + d0;
       dst[0] = v.y;
       dst[1] = v.w;
     }
@@ -100,7 +100,7 @@ __device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWa
       const float m = warp_max[v][tid];
       sum += m == -core::kInf ? 0.0f : fast_exp2(m - big) * warp_sum[v][tid];
     }
-    float* ml = p.partial_ml + (first_partial + std::int64_t{tid} * p.num_splits) * 2;
+    float* ml = p.partial_ml + pl.ml_offset(out.first_row + tid, out.split);
     ml[0] = big;
     ml[1] = sum;
   }

@@ -31,11 +31,10 @@ class FastTileLoader {
   __device__ __forceinline__ FastTileLoader(const DecodeParams& p, const std::int32_t* block_row,
                                             core::TokenRange range, int kv_head, int warp, int lane, int my_tiles)
       : p_(p), block_row_(block_row), my_tiles_(my_tiles), lane_(lane) {
-    const core::BlockLayout& l = p.layout;
-    block_bytes_ = l.block_bytes();
+    const core::BlockLayout l = T::layout(p.layout);
     // Offsets inside a block fit in 32 bits (the host sends blocks of 2^31
     // bytes and more to the strict kernel).
-    record_stride_ = l.num_kv_heads * T::kRecordBytes;  // between slots of one head
+    record_stride_ = static_cast<int>(l.token_stride());  // between slots of one head
     if (my_tiles > 0) {
       const int tok = range.begin + warp * T::kTile;
       page_ = tok / l.block_size;
@@ -47,22 +46,19 @@ class FastTileLoader {
       const int u = lane + 32 * i;
       const int r = u / kUnits;
       const int ch = (u % kUnits) * T::kCopyUnit;
-      piece_src_[i] = kv_head * T::kRecordBytes + r * record_stride_ + ch;  // from the tile's first record
-      piece_dst_[i] = r * T::kRowBytes + ch;                                // in the stage
+      piece_src_[i] = static_cast<int>(l.key_data_offset(r, kv_head)) + ch;  // from the tile's first slot
+      piece_dst_[i] = r * T::kRowBytes + ch;                                 // in the stage
     }
     piece_row_step_ = (kEvenPieces ? 32 / kUnits : 0) * record_stride_;
-    if (lane < 2 * T::kMetaFields) {
-      const int field = lane / 2 + (T::kFp8 ? 1 : 0);
-      meta_src_ =
-          static_cast<int>(l.meta_field_offset(0, kv_head, static_cast<core::MetaField>(field))) + (lane % 2) * 16;
-    }
+    // Two lanes per stored metadata field, 16 bytes (8 slots) each.
+    if (lane < 2 * T::kMetaFields) meta_src_ = static_cast<int>(l.meta_base(kv_head, lane / 2)) + (lane % 2) * 16;
     meta_dst_ = T::kTile * T::kRowBytes + lane * 16;
   }
 
   // Issues the copies of the cursor's tile into stage `dst` (the caller
   // commits the group) and advances the cursor to this warp's next tile.
   __device__ __forceinline__ void issue(std::uint8_t* dst) {
-    const std::uint8_t* block = p_.cache + block_ * block_bytes_;
+    const std::uint8_t* block = p_.cache + T::layout(p_.layout).block_base(block_);
     const std::uint8_t* first = block + slot_ * record_stride_;
     if constexpr (kEvenPieces) {
 #pragma unroll
@@ -78,7 +74,9 @@ class FastTileLoader {
         }
       }
     }
-    if (lane_ < 2 * T::kMetaFields) cp_async<16>(dst + meta_dst_, block + meta_src_ + 2 * slot_);
+    if (lane_ < 2 * T::kMetaFields) {
+      cp_async<16>(dst + meta_dst_, block + meta_src_ + core::BlockLayout::kMetaTokenStride * slot_);
+    }
     ++issued_;
     slot_ += kWarpStep;
     while (slot_ >= p_.layout.block_size) {
@@ -91,7 +89,6 @@ class FastTileLoader {
  private:
   const DecodeParams& p_;
   const std::int32_t* block_row_;
-  std::int64_t block_bytes_ = 0;
   int record_stride_ = 0;
   int my_tiles_;
   int lane_;

@@ -8,6 +8,7 @@
 #include "fast_fragments.cuh"
 #include "fast_traits.cuh"
 #include "query_prep.cuh"
+#include "turboquant/core/softmax.hpp"
 
 namespace turboquant::cuda::detail {
 
@@ -103,14 +104,17 @@ __device__ __forceinline__ void fast_tile(FastWarpState<D, KB, VB>& w, const Fas
   }
 #pragma unroll
   for (int i = 0; i < 4; ++i) s[i] += s_odd[i];
-  constexpr int kScaleField = T::kFp8 ? 0 : 1;
-  float scale0 = __half2float(meta[kScaleField * 16 + g]);
-  float scale1 = __half2float(meta[kScaleField * 16 + g + 8]);
-  float zero0 = __half2float(meta[(kScaleField + 1) * 16 + g]);
-  float zero1 = __half2float(meta[(kScaleField + 1) * 16 + g + 8]);
+  // The tile's metadata in the stage: field i's value of token t at meta[i * kTile + t].
+  constexpr int kNorm = T::kFp8 ? 0 : T::field(core::MetaField::kKeyNorm) * T::kTile;
+  constexpr int kScale = T::field(core::MetaField::kValueScale) * T::kTile;
+  constexpr int kZero = T::field(core::MetaField::kValueZero) * T::kTile;
+  float scale0 = __half2float(meta[kScale + g]);
+  float scale1 = __half2float(meta[kScale + g + 8]);
+  float zero0 = __half2float(meta[kZero + g]);
+  float zero1 = __half2float(meta[kZero + g + 8]);
   if constexpr (!T::kFp8) {
-    const float n0 = __half2float(meta[g]);
-    const float n1 = __half2float(meta[g + 8]);
+    const float n0 = __half2float(meta[kNorm + g]);
+    const float n1 = __half2float(meta[kNorm + g + 8]);
     s[0] *= n0;
     s[1] *= n0;
     s[2] *= n1;
@@ -136,8 +140,8 @@ __device__ __forceinline__ void fast_tile(FastWarpState<D, KB, VB>& w, const Fas
   }
   const float new0 = fmaxf(w.m0, mx0);
   const float new1 = fmaxf(w.m1, mx1);
-  const float ref0 = new0 == -core::kInf ? 0.0f : new0;
-  const float ref1 = new1 == -core::kInf ? 0.0f : new1;
+  const float ref0 = core::softmax_reference(new0);
+  const float ref1 = core::softmax_reference(new1);
   const float alpha0 = fast_exp2(w.m0 - ref0);
   const float alpha1 = fast_exp2(w.m1 - ref1);
   w.m0 = new0;

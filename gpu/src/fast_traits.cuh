@@ -5,7 +5,7 @@
 #pragma once
 
 #include "params.hpp"
-#include "turboquant/core/format.hpp"
+#include "turboquant/core/block_layout.hpp"
 
 namespace turboquant::cuda::detail {
 
@@ -38,7 +38,12 @@ struct FastTraits {
   static constexpr int kRecordBytes = kFormat.data_bytes();
   static constexpr int kMetaFields = kFormat.meta_fields();
   // The stored position of a metadata field (FP8 formats store no key norm).
-  static constexpr int field(core::MetaField f) { return kFormat.field_index(f); }
+  __host__ __device__ static constexpr int field(core::MetaField f) { return kFormat.field_index(f); }
+  // The cache's layout with the format's sizes known at compile time (the
+  // host dispatched on the format, so they equal l.format's).
+  __device__ static constexpr core::BlockLayout layout(const core::BlockLayout& l) {
+    return core::BlockLayout{kFormat, l.block_size, l.num_kv_heads};
+  }
   // Stage layout: kTile record rows of kRowBytes, then the tile's metadata,
   // field i (stored order) as kTile fp16 values at kTile * kRowBytes + 32 i.
   static constexpr int kRowBytes = padded_row_bytes(kRecordBytes);

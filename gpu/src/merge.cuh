@@ -8,9 +8,9 @@
 // the in-order fma chain then runs on registers.
 #pragma once
 
-#include "elements.cuh"
 #include "fast_plan.hpp"
 #include "params.hpp"
+#include "turboquant/core/elements.hpp"
 #include "turboquant/core/softmax.hpp"
 
 namespace turboquant::cuda::detail {
@@ -54,13 +54,15 @@ __global__ void merge_kernel(DecodeParams p, bool tile_aligned) {
   const int splits = p.plan_splits;
   const int n = plan_nonempty(tile_aligned, seq_len, splits);
   const std::int64_t row = std::int64_t{b} * p.num_q_heads + hq;
-  const float* ml = p.partial_ml + row * p.num_splits * 2;
-  const float* acc_in = p.partial_acc + row * p.num_splits * dims;
+  // The row's partials; split s's at offset(0, s) from there.
+  const core::PartialLayout pl = p.partials(dims);
+  const float* ml = p.partial_ml + pl.ml_offset(row, 0);
+  const float* acc_in = p.partial_acc + pl.acc_offset(row, 0);
   float* weight = merge_smem;              // [splits]: split max, then its weight
   float* sum_s = merge_smem + splits;      // [splits]
   for (int s = d; s < n; s += blockDim.x) {
-    weight[s] = ml[2 * s];
-    sum_s[s] = ml[2 * s + 1];
+    weight[s] = ml[pl.ml_offset(0, s)];
+    sum_s[s] = ml[pl.ml_offset(0, s) + 1];
   }
   // Column d of a chunk of splits, loaded with independent loads; the first
   // chunk is in flight while the weights are computed.
@@ -68,7 +70,7 @@ __global__ void merge_kernel(DecodeParams p, bool tile_aligned) {
   auto load_part = [&](int s0) {
     const int count = min(kMergeChunk, n - s0);
 #pragma unroll
-    for (int s = 0; s < kMergeChunk; ++s) part[s] = s < count ? acc_in[std::int64_t{s0 + s} * dims + d] : 0.0f;
+    for (int s = 0; s < kMergeChunk; ++s) part[s] = s < count ? acc_in[pl.acc_offset(0, s0 + s) + d] : 0.0f;
   };
   load_part(0);
   __syncthreads();
@@ -114,7 +116,7 @@ __global__ void merge_kernel(DecodeParams p, bool tile_aligned) {
       if (s < count) acc = core::merge_add(acc, weight[s0 + s], part[s]);
     }
   }
-  store_element(p.out, p.out_dtype, row * dims + d, core::finalize_output(acc, sum, merged_max));
+  core::store_element(p.out, p.out_dtype, row * dims + d, core::finalize_output(acc, sum, merged_max));
   if (d == 0 && p.lse != nullptr) p.lse[row] = core::finalize_lse(sum, merged_max);
 }
 

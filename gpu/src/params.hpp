@@ -7,6 +7,7 @@
 #include "turboquant/core/block_layout.hpp"
 #include "turboquant/core/bucket_grid.hpp"
 #include "turboquant/core/codebook.hpp"
+#include "turboquant/core/partial_layout.hpp"
 #include "turboquant/dtype.hpp"
 
 namespace turboquant::cuda::detail {
@@ -39,11 +40,16 @@ struct DecodeParams {
   core::Codebook codebook;
   // Workspace: partial accumulators [batch][num_q_heads][num_splits][D] and
   // partial (max, sum) [batch][num_q_heads][num_splits][2].
+  // Partial (row, split) is at partials(D) (core::PartialLayout) in both.
   float* partial_acc = nullptr;
   float* partial_ml = nullptr;
   void* out = nullptr;  // [batch, num_q_heads, D] of out_dtype
   DType out_dtype = DType::kFloat32;
   float* lse = nullptr;  // [batch, num_q_heads] or nullptr
+
+  // Where every kernel and the merge find a partial: accumulators of head_dim
+  // floats, num_splits per row.
+  TQ_HD constexpr core::PartialLayout partials(int head_dim) const { return core::PartialLayout{head_dim, num_splits}; }
 };
 
 // Programmatic dependent launch (sm_90): the decode kernels let the merge grid

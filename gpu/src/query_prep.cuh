@@ -6,8 +6,8 @@
 // core::rotate_forward itself, one thread per row (slow; for old producers only).
 #pragma once
 
-#include "elements.cuh"
 #include "params.hpp"
+#include "turboquant/core/elements.hpp"
 #include "turboquant/core/rotation.hpp"
 
 namespace turboquant::cuda::detail {
@@ -21,7 +21,7 @@ __device__ void prepare_queries(const DecodeParams& p, std::int64_t first_row, i
   const bool dense = rotate && p.rotation != nullptr;
   float* raw = dense ? scratch : q;
   for (int i = threadIdx.x; i < rows * D; i += blockDim.x) {
-    raw[i] = load_element(p.query, p.query_dtype, first_row * D + i);
+    raw[i] = core::load_element(p.query, p.query_dtype, first_row * D + i);
   }
   __syncthreads();
   if (dense) {

@@ -1,0 +1,206 @@
+// The per-tile phases of the strict kernels (strict_decode.cuh describes the
+// arithmetic): the scores of a staged tile (dot16 lanes, the contract's tree,
+// core::key_score), the softmax fold of core::softmax_fold_tile and the value
+// accumulation, each in the order of the golden model. Both strict kernels
+// (one warp per split, or several warps per split) call these.
+#pragma once
+
+#include <cstdint>
+
+#include "strict_stage.cuh"
+#include "turboquant/core/reduction.hpp"
+
+namespace turboquant::cuda::detail {
+
+// Key element d of a staged row as the scores use it: its centroid (Lloyd-Max
+// codes; the rotated basis) or its e4m3 value.
+template <int KB>
+__device__ __forceinline__ float strict_key(const std::uint32_t* row, int d, const float* centroids) {
+  if constexpr (KB == 8) {
+    // e4m3 -> fp16 -> fp32 is exact, so this equals core::fp8_e4m3_to_float for
+    // every non-NaN byte; a NaN key only feeds fma_rn, whose NaN result is
+    // the canonical NaN either way.
+    return unpack_half2(e4m3x2_to_half2((row[d >> 2] >> (8 * (d & 3))) & 0xffu)).x;
+  } else if constexpr (KB == 4) {
+    // Code (d & 7) of word d >> 3, rotated right by 4 (d & 7) - 2 so that it lands
+    // at bits 2..5 already times 4: one funnel shift and one mask form the byte
+    // offset of its centroid.
+    const std::uint32_t w = row[d >> 3];
+    const std::uint32_t offset = __funnelshift_r(w, w, (4 * (d & 7) + 30) & 31) & 0x3cu;
+    return *reinterpret_cast<const float*>(reinterpret_cast<const std::uint8_t*>(centroids) + offset);
+  } else {
+    return centroids[row_bits<3>(row, 3 * d) & 7u];
+  }
+}
+
+// One level of the dot16 tree over the 16 lanes of a half warp (xor `mask`).
+// N >= 2: reduce-scatter (each lane keeps half of its N values); N == 1: both
+// partners compute the sum.
+template <int N>
+__device__ __forceinline__ void tree_level(float* a, int lane, int mask) {
+  if constexpr (N >= 2) {
+    const bool upper = (lane & mask) != 0;
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+      const float send = upper ? a[i] : a[i + N / 2];
+      const float keep = upper ? a[i + N / 2] : a[i];
+      a[i] = core::add_rn(keep, __shfl_xor_sync(0xffffffffu, send, mask));
+    }
+  } else {
+    a[0] = core::add_rn(a[0], __shfl_xor_sync(0xffffffffu, a[0], mask));
+  }
+}
+
+// Where lane `lane`'s results of the score tree land: values [vbase, vbase +
+// kKeep) of the V = 8H (token i, head g) sums (index i * H + g); `writer` is
+// false for the duplicate of an all-reduce level.
+template <int H>
+struct TreeSlots {
+  static constexpr int kValues = 8 * H;
+  static constexpr int kKeep = kValues >= 16 ? kValues / 16 : 1;
+  int vbase = 0;
+  bool writer = true;
+  __device__ explicit TreeSlots(int lane) {
+    int nv = kValues;
+#pragma unroll
+    for (int m = 8; m >= 1; m >>= 1) {
+      if (nv >= 2) {
+        if (lane & m) vbase += nv / 2;
+        nv /= 2;
+      } else if (lane & m) {
+        writer = false;
+      }
+    }
+  }
+};
+
+// Scores of one staged tile for H heads (one warp): lane (j = lane & 15, tg =
+// lane >> 4) is dot16 lane j of tokens 2i + tg; the tree, then core::key_score
+// with the token's norm (meta[t].z), into scores[head][t]. Rows past the tile's
+// end hold stale bytes; their sums are never used.
+template <int D, int KB, int H, int kRow>
+__device__ __forceinline__ void strict_tile_scores(const std::uint32_t (*raw)[kRow], const float (&qr)[H][D / 16],
+                                                   const float* centroids, const core::Format& f, const float4* meta,
+                                                   const TreeSlots<H>& slots, int lane,
+                                                   float (*scores)[core::kTileTokens]) {
+  constexpr int kSteps = D / 16;
+  constexpr int V = 8 * H;
+  const int j = lane & 15;
+  const int tg = lane >> 4;
+  float s[V];
+#pragma unroll
+  for (int v = 0; v < V; ++v) s[v] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const std::uint32_t* row = raw[2 * i + tg];
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k) {
+      const float key = strict_key<KB>(row, j + 16 * k, centroids);
+#pragma unroll
+      for (int g = 0; g < H; ++g) s[i * H + g] = core::fma_rn(qr[g][k], key, s[i * H + g]);
+    }
+  }
+  tree_level<V>(s, lane, 8);
+  tree_level<(V >= 4 ? V / 2 : 1)>(s, lane, 4);
+  tree_level<(V >= 8 ? V / 4 : 1)>(s, lane, 2);
+  tree_level<(V >= 16 ? V / 8 : 1)>(s, lane, 1);
+  if (slots.writer) {
+#pragma unroll
+    for (int i = 0; i < TreeSlots<H>::kKeep; ++i) {
+      const int v = slots.vbase + i;
+      const int t = 2 * (v / H) + tg;
+      scores[v % H][t] = core::key_score(f, s[i], meta[t].z);
+    }
+  }
+}
+
+// core::softmax_fold_tile for head hs = lane % H, in its order: every lane of
+// head hs runs the max and sum chains; the exponentials are spread over the
+// lanes (probs[t][head]). Returns alpha for head hs. The caller synchronizes the
+// warp before and after (scores in, probs out).
+template <int H>
+__device__ __forceinline__ float strict_softmax_tile(const float (*scores)[core::kTileTokens],
+                                                     float (*probs)[H], int n, int lane, core::SoftmaxState& state) {
+  constexpr int kT = core::kTileTokens;
+  const int hs = lane % H;
+  float tile_max = scores[hs][0];
+#pragma unroll
+  for (int t = 1; t < kT; ++t) {
+    if (t < n) tile_max = core::max_f(tile_max, scores[hs][t]);
+  }
+  const float new_max = core::max_f(state.max, tile_max);
+  const float ref = core::softmax_reference(new_max);
+  const float alpha = core::softmax_weight(state.max, ref);
+#pragma unroll
+  for (int k = 0; k < (16 * H >= 32 ? 16 * H / 32 : 1); ++k) {
+    const int t = lane / H + k * (32 / H);
+    if (t < n) probs[t][hs] = core::softmax_weight(scores[hs][t], ref);
+  }
+  __syncwarp();
+  float sum = core::mul_rn(state.sum, alpha);
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    if (t < n) sum = core::add_rn(sum, probs[t][hs]);
+  }
+  state.max = new_max;
+  state.sum = sum;
+  return alpha;
+}
+
+// The value phase of one tile for E consecutive dims starting at first_dim and
+// all H heads: core::rescale by each head's alpha (held by lane g of the warp),
+// then core::accumulate token by token, the value from core::dequant_value.
+template <int VB, int E, int H, int kRow>
+__device__ __forceinline__ void strict_tile_values(float (&acc)[H][E], float alpha, const std::uint32_t (*raw)[kRow],
+                                                   const float4* meta, const float (*probs)[H], int n, int value_bit) {
+#pragma unroll
+  for (int g = 0; g < H; ++g) {
+    const float a = __shfl_sync(0xffffffffu, alpha, g);
+#pragma unroll
+    for (int e = 0; e < E; ++e) acc[g][e] = core::rescale(acc[g][e], a);
+  }
+#pragma unroll 4
+  for (int t = 0; t < n; ++t) {
+    const float4 m = meta[t];
+    float pr[H];
+#pragma unroll
+    for (int g = 0; g < H; ++g) pr[g] = probs[t][g];
+    const std::uint32_t bits = row_bits<VB * E>(raw[t], value_bit);
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      // core::dequant_value(code, scale, zero) = fma_rn(float(code), scale, zero), with
+      // float(code) formed exactly as (2^23 + code) - 2^23 (no quarter-rate I2F).
+      const float code = __fsub_rn(__uint_as_float(0x4b000000u | ((bits >> (VB * e)) & ((1u << VB) - 1))), 8388608.0f);
+      const float v = core::fma_rn(code, m.x, m.y);
+#pragma unroll
+      for (int g = 0; g < H; ++g) acc[g][e] = core::accumulate(acc[g][e], pr[g], v);
+    }
+  }
+}
+
+// The query of this lane's dot16 lane j for H heads (dims j, j + 16, ...), from
+// the prepared query in shared memory; heads past `heads` are zero.
+template <int D, int H>
+__device__ __forceinline__ void load_strict_query(const float (*q)[D], int heads, int j, float (&qr)[H][D / 16]) {
+#pragma unroll
+  for (int g = 0; g < H; ++g) {
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k) qr[g][k] = g < heads ? q[g][j + 16 * k] : 0.0f;
+  }
+}
+
+// A lane's state in either strict kernel: the query of its dot16 lane, the
+// softmax state of the split and the accumulators of its E value dims for
+// the H heads, and where its score-tree results land.
+template <int D, int H, int E>
+struct StrictLaneState {
+  float qr[H][D / 16];
+  core::SoftmaxState softmax;
+  float acc[H][E] = {};
+  TreeSlots<H> slots;
+  __device__ __forceinline__ StrictLaneState(const float (*q)[D], int heads, int lane) : slots(lane) {
+    load_strict_query<D, H>(q, heads, lane & 15, qr);
+  }
+};
+
+}  // namespace turboquant::cuda::detail

@@ -110,14 +110,18 @@ Status resolve_codebook(const Format& format, const Codebook* user, const Codebo
   return Status();
 }
 
-Status resolve_rotation(const Format& format, ConstBuffer pit, core::Rotation* out) {
-  *out = core::Rotation{};
+Status check_rotation_shape(const Format& format, ConstBuffer pit) {
   if (pit.data == nullptr && pit.bytes == 0) return Status();
   if (format.fp8_keys()) return invalid("rotation given, but FP8 keys are not rotated");
   const std::int64_t dims = format.head_dim;
-  if (Status s = check_buffer("rotation", pit.data, pit.bytes, {{dims, dims}, 4, "float32"});
-      !s.ok())
-    return s;
+  return check_buffer("rotation", pit.data, pit.bytes, {{dims, dims}, 4, "float32"});
+}
+
+Status resolve_rotation(const Format& format, ConstBuffer pit, core::Rotation* out) {
+  *out = core::Rotation{};
+  if (Status s = check_rotation_shape(format, pit); !s.ok()) return s;
+  if (pit.data == nullptr) return Status();
+  const std::int64_t dims = format.head_dim;
   const float* m = static_cast<const float*>(pit.data);
   for (std::int64_t i = 0; i < dims * dims; ++i) {
     if (!std::isfinite(m[i])) {
@@ -145,12 +149,13 @@ Status validate_cache(const ConstCacheView& cache) {
   return Status();
 }
 
-}  // namespace detail
+Status check_tables_shape(const Format& format, const Codebook* codebook, ConstBuffer rotation) {
+  const Codebook* cb = nullptr;
+  if (Status s = resolve_codebook(format, codebook, &cb); !s.ok()) return s;
+  return check_rotation_shape(format, rotation);
+}
 
-Status validate_decode(const ConstCacheView& cache, const DecodeArgs& a) {
-  if (Status s = detail::validate_cache(cache); !s.ok()) return s;
-  const BlockLayout& l = cache.layout;
-  const int dims = l.format.head_dim;
+Status check_decode_scalars(const BlockLayout& l, const DecodeArgs& a) {
   if (a.batch < 0) return invalid("batch = " + to_string(a.batch) + ": must be >= 0");
   if (a.num_q_heads < 1) return invalid("num_q_heads = " + to_string(a.num_q_heads) + ": must be >= 1");
   if (a.num_q_heads % l.num_kv_heads != 0) {
@@ -166,7 +171,11 @@ Status validate_decode(const ConstCacheView& cache, const DecodeArgs& a) {
   if (a.num_splits < 1 || a.num_splits > 1024) {
     return invalid("num_splits = " + to_string(a.num_splits) + ": must be in [1, 1024]");
   }
-  const std::int64_t batch = a.batch, heads = a.num_q_heads;
+  return Status();
+}
+
+Status check_decode_buffers(const BlockLayout& l, const DecodeArgs& a) {
+  const std::int64_t batch = a.batch, heads = a.num_q_heads, dims = l.format.head_dim;
   if (Status s = check_buffer("query", a.query.data, a.query.bytes,
                               {{batch, heads, dims}, dtype_size(a.query_dtype), dtype_name(a.query_dtype)});
       !s.ok())
@@ -184,9 +193,19 @@ Status validate_decode(const ConstCacheView& cache, const DecodeArgs& a) {
                               {{batch, a.max_blocks_per_seq}, 4, "int32"});
       !s.ok())
     return s;
-  detail::Tables tables;
-  if (Status s = detail::resolve_tables(l.format, a.codebook, a.rotation, &tables); !s.ok()) return s;
+  return check_tables_shape(l.format, a.codebook, a.rotation);
+}
 
+Status check_decode_shapes(const ConstCacheView& cache, const DecodeArgs& a) {
+  if (Status s = validate_cache(cache); !s.ok()) return s;
+  if (Status s = check_decode_scalars(cache.layout, a); !s.ok()) return s;
+  return check_decode_buffers(cache.layout, a);
+}
+
+Status check_decode_tables(const ConstCacheView& cache, const DecodeArgs& a) {
+  const BlockLayout& l = cache.layout;
+  core::Rotation rotation;
+  if (Status s = resolve_rotation(l.format, a.rotation, &rotation); !s.ok()) return s;
   for (int b = 0; b < a.batch; ++b) {
     const std::int32_t len = load<std::int32_t>(a.seq_lens, b);
     if (len < 0) return invalid("seq_lens[" + to_string(b) + "] = " + to_string(len) + ": must be >= 0");
@@ -211,25 +230,31 @@ Status validate_decode(const ConstCacheView& cache, const DecodeArgs& a) {
     }
   }
   if (a.check_finite) {
-    return check_finite_tensor("query", a.query.data, a.query_dtype, a.batch, a.num_q_heads, dims, "sequence");
+    return check_finite_tensor("query", a.query.data, a.query_dtype, a.batch, a.num_q_heads, l.format.head_dim,
+                               "sequence");
   }
   return Status();
 }
 
-Status validate_encode(const ConstCacheView& cache, const EncodeArgs& a) {
-  if (Status s = detail::validate_cache(cache); !s.ok()) return s;
+Status check_encode_shapes(const ConstCacheView& cache, const EncodeArgs& a) {
+  if (Status s = validate_cache(cache); !s.ok()) return s;
   const BlockLayout& l = cache.layout;
-  const int dims = l.format.head_dim;
   if (a.num_tokens < 0) return invalid("num_tokens = " + to_string(a.num_tokens) + ": must be >= 0");
-  const TensorShape kv_shape{{a.num_tokens, l.num_kv_heads, dims}, dtype_size(a.dtype), dtype_name(a.dtype)};
+  const TensorShape kv_shape{{a.num_tokens, l.num_kv_heads, l.format.head_dim}, dtype_size(a.dtype),
+                             dtype_name(a.dtype)};
   if (Status s = check_buffer("keys", a.keys.data, a.keys.bytes, kv_shape); !s.ok()) return s;
   if (Status s = check_buffer("values", a.values.data, a.values.bytes, kv_shape); !s.ok()) return s;
   if (Status s = check_buffer("slot_mapping", a.slot_mapping.data, a.slot_mapping.bytes, {{a.num_tokens}, 8, "int64"});
       !s.ok())
     return s;
-  detail::Tables tables;
-  if (Status s = detail::resolve_tables(l.format, a.codebook, a.rotation, &tables); !s.ok()) return s;
+  return check_tables_shape(l.format, a.codebook, a.rotation);
+}
 
+Status check_encode_tables(const ConstCacheView& cache, const EncodeArgs& a) {
+  const BlockLayout& l = cache.layout;
+  const int dims = l.format.head_dim;
+  core::Rotation rotation;
+  if (Status s = resolve_rotation(l.format, a.rotation, &rotation); !s.ok()) return s;
   const std::int64_t num_slots = cache.num_blocks * l.block_size;
   std::vector<std::int64_t> used;
   used.reserve(static_cast<std::size_t>(a.num_tokens));
@@ -263,6 +288,25 @@ Status validate_encode(const ConstCacheView& cache, const EncodeArgs& a) {
       return s;
   }
   return Status();
+}
+
+int first_unsorted_midpoint(const Codebook& cb) {
+  for (int i = 0; i + 2 < cb.size(); ++i) {
+    if (!(cb.midpoints[i] <= cb.midpoints[i + 1])) return i;
+  }
+  return -1;
+}
+
+}  // namespace detail
+
+Status validate_decode(const ConstCacheView& cache, const DecodeArgs& a) {
+  if (Status s = detail::check_decode_shapes(cache, a); !s.ok()) return s;
+  return detail::check_decode_tables(cache, a);
+}
+
+Status validate_encode(const ConstCacheView& cache, const EncodeArgs& a) {
+  if (Status s = detail::check_encode_shapes(cache, a); !s.ok()) return s;
+  return detail::check_encode_tables(cache, a);
 }
 
 }  // namespace turboquant

@@ -32,7 +32,11 @@ Status check_buffer(const char* name, const void* data, std::size_t bytes, const
 
 // The codebook a call uses: the caller's (checked against the format) or vLLM's.
 Status resolve_codebook(const Format& format, const Codebook* user, const Codebook** out);
-// The rotation a call uses: Hadamard when `pit` is empty, else a checked dense matrix.
+// The rotation's shape only: empty, or a [head_dim, head_dim] float32 buffer
+// (never for FP8 keys). Reads no element.
+Status check_rotation_shape(const Format& format, ConstBuffer pit);
+// The rotation a call uses: Hadamard when `pit` is empty, else a checked
+// (shape and finite elements) dense matrix.
 Status resolve_rotation(const Format& format, ConstBuffer pit, core::Rotation* out);
 // Both tables a call uses, resolved and checked together.
 struct Tables {
@@ -42,5 +46,36 @@ struct Tables {
 Status resolve_tables(const Format& format, const Codebook* user_codebook, ConstBuffer pit, Tables* out);
 // Shapes and buffers of a cache view.
 Status validate_cache(const ConstCacheView& cache);
+
+// validate_decode / validate_encode in two halves, so that a backend whose
+// buffers the host cannot read (CUDA) runs the first half and trusts, or copies
+// back for, the second.
+//
+// Shape checks: the argument structs, buffer sizes, null pointers and the
+// (host) codebook; they read no byte behind a buffer pointer. Every backend's
+// can_implement is built from them.
+// The codebook fits the format and the rotation has its shape (resolve_codebook,
+// check_rotation_shape).
+Status check_tables_shape(const Format& format, const Codebook* codebook, ConstBuffer rotation);
+// The scalar arguments of a decode (batch, heads, splits, softmax scale).
+Status check_decode_scalars(const BlockLayout& layout, const DecodeArgs& args);
+// The decode's buffers (query, out, lse, seq_lens, block_table, rotation) hold
+// their shapes, and the codebook fits the format.
+Status check_decode_buffers(const BlockLayout& layout, const DecodeArgs& args);
+// validate_cache + check_decode_scalars + check_decode_buffers.
+Status check_decode_shapes(const ConstCacheView& cache, const DecodeArgs& args);
+// validate_cache, num_tokens, keys / values / slot_mapping sizes, codebook, rotation shape.
+Status check_encode_shapes(const ConstCacheView& cache, const EncodeArgs& args);
+//
+// Table checks: what needs the buffers' contents (host memory): rotation
+// finiteness, seq_lens and block_table ranges, slot_mapping ranges and
+// duplicates, query / K / V finiteness (when check_finite). They assume the
+// matching shape check passed.
+Status check_decode_tables(const ConstCacheView& cache, const DecodeArgs& args);
+Status check_encode_tables(const ConstCacheView& cache, const EncodeArgs& args);
+
+// The first i with midpoints[i] > midpoints[i + 1], or -1 when the codebook's
+// midpoints are sorted (a binary-search bucketize relies on it).
+int first_unsorted_midpoint(const Codebook& codebook);
 
 }  // namespace turboquant::detail

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -123,6 +124,31 @@ double time_graph(cudaGraphExec_t exec, cudaStream_t s, int reps) {
   return ms[reps / 2];
 }
 
+// The graph of what `enqueue` puts on `s` (captured), instantiated.
+template <class F>
+cudaGraphExec_t capture(cudaStream_t s, F&& enqueue) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  enqueue();
+  CHECK_CUDA(cudaStreamEndCapture(s, &graph));
+  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  CHECK_CUDA(cudaGraphDestroy(graph));
+  return exec;
+}
+
+// Host microseconds per call of `enqueue` (calls not synchronized; the
+// stream is drained after), for the eager decode() vs run(plan) overhead.
+template <class F>
+double host_us_per_call(cudaStream_t s, F&& enqueue) {
+  constexpr int kCalls = 20;  // few enough that the launch queue never fills (that would time the GPU)
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kCalls; ++i) enqueue();
+  const auto t1 = std::chrono::steady_clock::now();
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  return std::chrono::duration<double, std::micro>(t1 - t0).count() / kCalls;
+}
+
 double copy_ceiling_gbs(cudaStream_t s) {
   const std::size_t bytes = std::size_t(1) << 31;  // 2 GiB each way
   void *src, *dst;
@@ -218,29 +244,34 @@ void bench_decode(Preset preset, Shape shape, double ceiling, int reps, cudaStre
   std::vector<float> results[2];
   for (cuda::CudaMode mode : {cuda::CudaMode::kFast, cuda::CudaMode::kStrict}) {
     if (!g_only_mode.empty() && g_only_mode != cuda::mode_name(mode)) continue;
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    // Warm-up outside the capture (module load, smem attributes).
-    CHECK_TQ(cuda::decode(ConstCacheView(l, cache, num_blocks), a, mode, {ws, ws_bytes}, s));
-    CHECK_CUDA(cudaStreamSynchronize(s));
-    CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    // One plan per cache copy (a plan holds its cache), made outside the
+    // capture (module load, smem attributes, pointer checks happen here).
+    std::vector<cuda::DecodePlan> plans(copies);
     for (int c = 0; c < copies; ++c) {
-      CHECK_TQ(cuda::decode(ConstCacheView(l, cache + cache_bytes * c, num_blocks), a, mode, {ws, ws_bytes}, s));
+      CHECK_TQ(cuda::make_decode_plan(ConstCacheView(l, cache + cache_bytes * c, num_blocks), a, mode, {ws, ws_bytes},
+                                      &plans[c]));
     }
-    CHECK_CUDA(cudaStreamEndCapture(s, &graph));
-    CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    CHECK_TQ(cuda::run(plans[0], a, {ws, ws_bytes}, s));
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    const double eager_us = host_us_per_call(s, [&] {
+      CHECK_TQ(cuda::decode(ConstCacheView(l, cache, num_blocks), a, mode, {ws, ws_bytes}, s));
+    });
+    const double plan_us = host_us_per_call(s, [&] { CHECK_TQ(cuda::run(plans[0], a, {ws, ws_bytes}, s)); });
+    cudaGraphExec_t exec = capture(s, [&] {
+      for (int c = 0; c < copies; ++c) CHECK_TQ(cuda::run(plans[c], a, {ws, ws_bytes}, s));
+    });
     const double us = time_graph(exec, s, reps) * 1e3 / copies;
     char name[128];
     std::snprintf(name, sizeof name, "decode %-5s %-8s %2dx%-6d", cuda::mode_name(mode), preset_name(preset) + 11,
                   shape.batch, shape.seq);
     report(name, us, bytes, ceiling);
+    std::printf("    host per call: decode() %.1f us, run(plan) %.1f us\n", eager_us, plan_us);
     // Output of the last replay (copy 'copies-1'), to compare the modes.
     std::vector<std::uint16_t> out(rows * dims);
     CHECK_CUDA(cudaMemcpy(out.data(), d_out, out.size() * 2, cudaMemcpyDeviceToHost));
     auto& r = results[mode == cuda::CudaMode::kFast ? 0 : 1];
     for (std::uint16_t v : out) r.push_back(core::bf16_to_float(v));
     CHECK_CUDA(cudaGraphExecDestroy(exec));
-    CHECK_CUDA(cudaGraphDestroy(graph));
   }
   double num = 0, den = 0;
   for (std::size_t i = 0; i < std::min(results[0].size(), results[1].size()); ++i) {
@@ -286,19 +317,13 @@ void bench_encode(Preset preset, std::int64_t tokens, double ceiling, int reps, 
   const CacheView view{l, cache, num_blocks};
   CHECK_TQ(cuda::encode(view, a, s));
   CHECK_CUDA(cudaStreamSynchronize(s));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  CHECK_TQ(cuda::encode(view, a, s));
-  CHECK_CUDA(cudaStreamEndCapture(s, &graph));
-  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  cudaGraphExec_t exec = capture(s, [&] { CHECK_TQ(cuda::encode(view, a, s)); });
   const double us = time_graph(exec, s, reps) * 1e3;
   const double bytes = 2.0 * kv * 2 + double(tokens) * hk * l.format.slot_bytes();
   char name[128];
   std::snprintf(name, sizeof name, "encode %-8s %lldx%d bf16", preset_name(preset) + 11, (long long)tokens, hk);
   report(name, us, bytes, ceiling);
   CHECK_CUDA(cudaGraphExecDestroy(exec));
-  CHECK_CUDA(cudaGraphDestroy(graph));
   CHECK_CUDA(cudaFree(cache));
   CHECK_CUDA(cudaFree(k));
   CHECK_CUDA(cudaFree(v));

@@ -8,14 +8,10 @@
 #include <string>
 #include <utility>
 
+#include "turboquant/cuda/device_error.hpp"
 #include "turboquant/status.hpp"
 
 namespace turboquant::cuda::detail {
-
-inline Status device_error(cudaError_t err, const char* what) {
-  return Status(StatusCode::kDeviceError,
-                std::string(what) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
-}
 
 // Every non-null pointer must be memory the device can access (device,
 // managed, or mapped host memory): a plain host pointer would fault inside a

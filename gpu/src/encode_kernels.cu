@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "device_cache.hpp"
 #include "encode.cuh"
 #include "launch.hpp"
 
@@ -11,13 +12,14 @@ template <int D, bool kDense, DType kT, bool kVector>
 static cudaError_t launch_encode_instance(const EncodeParams& p, cudaStream_t stream) {
   constexpr int kThreads = kEncodeThreads<kDense>;
   constexpr int kItemsPerBlock = kThreads / EncodeGroup<D>::kLanes;
-  static const int resident_per_sm = [] {
+  static PerDeviceInt resident_cache;
+  const int resident_per_sm = resident_cache.get([] {
     int n = 0;
     return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, encode_kernel<D, kDense, kT, kVector>, kThreads, 0) ==
                    cudaSuccess
                ? std::max(n, 1)
                : 1;
-  }();
+  });
   const std::int64_t items = p.num_tokens * p.layout.num_kv_heads;
   const std::int64_t wave = std::int64_t{device_sm_count()} * resident_per_sm;
   const std::int64_t blocks = std::min((items + kItemsPerBlock - 1) / kItemsPerBlock, std::max<std::int64_t>(wave, 1));
@@ -57,12 +59,12 @@ static cudaError_t launch_encode_d(const EncodeParams& p, cudaStream_t stream) {
 
 cudaError_t launch_encode(const EncodeParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0) return cudaSuccess;
-  switch (p.layout.format.head_dim) {
-    case 64: return launch_encode_d<64>(p, stream);
-    case 128: return launch_encode_d<128>(p, stream);
-    case 256: return launch_encode_d<256>(p, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  cudaError_t err = cudaErrorInvalidValue;  // a head_dim without an instance (refused by encode_can_implement)
+  (void)dispatch_head_dim(HeadDims{}, p.layout.format.head_dim, "encode", [&](auto d) {
+    err = launch_encode_d<decltype(d)::value>(p, stream);
+    return Status();
+  });
+  return err;
 }
 
 }  // namespace turboquant::cuda::detail

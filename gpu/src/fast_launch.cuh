@@ -1,7 +1,9 @@
-// Launch of one fast-decode instantiation, and the (key bits, value bits)
-// dispatch for a head_dim.
+// Launch of the fast-decode instances of one head_dim (included by the
+// generated fast_kernels_d<D>.cu), dispatched over FastBits.
 #pragma once
 
+#include "cuda_check.hpp"
+#include "device_cache.hpp"
 #include "fast_decode.cuh"
 #include "launch.hpp"
 
@@ -10,51 +12,45 @@ namespace turboquant::cuda::detail {
 template <int D, int KB, int VB>
 cudaError_t launch_fast(const DecodeParams& p, cudaStream_t stream) {
   using T = FastTraits<D, KB, VB>;
-  static const cudaError_t attr = cudaFuncSetAttribute(fast_decode_kernel<D, KB, VB>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+  static PerDeviceInt attr_cache;
+  const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<D, KB, VB>, T::kSmemBytes);
   if (attr != cudaSuccess) return attr;
   const dim3 grid(p.plan_splits, p.layout.num_kv_heads * p.chunks_per_kv_head, p.batch);
   fast_decode_kernel<D, KB, VB><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }
 
-// Resident blocks per SM of one instantiation (cached; 0 on error).
+// Resident blocks per SM of one instance on the current device (cached per device; 0 on error).
 template <int D, int KB, int VB>
 int fast_occupancy() {
-  static const int blocks = [] {
+  static PerDeviceInt attr_cache, blocks_cache;
+  return blocks_cache.get([] {
     using T = FastTraits<D, KB, VB>;
-    if (cudaFuncSetAttribute(fast_decode_kernel<D, KB, VB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             T::kSmemBytes) != cudaSuccess) {
-      return 0;
-    }
+    if (set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<D, KB, VB>, T::kSmemBytes) != cudaSuccess) return 0;
     int n = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fast_decode_kernel<D, KB, VB>, T::kThreads,
                                                       T::kSmemBytes) != cudaSuccess) {
       return 0;
     }
     return n;
-  }();
+  });
+}
+
+template <int D>
+Status launch_fast_decode_dim(const DecodeParams& p, cudaStream_t stream) {
+  return launch_for_bits(FastBits{}, p, "fast decode launch", [&](auto b) {
+    return launch_fast<D, decltype(b)::kKey, decltype(b)::kValue>(p, stream);
+  });
+}
+
+template <int D>
+int fast_decode_occupancy_dim(int key_bits, int value_bits) {
+  int blocks = 0;
+  (void)dispatch_bits(FastBits{}, key_bits, value_bits, "fast decode", [&](auto b) {
+    blocks = fast_occupancy<D, decltype(b)::kKey, decltype(b)::kValue>();
+    return Status();
+  });
   return blocks;
-}
-
-template <int D>
-int fast_occupancy_for_bits(int kb, int vb) {
-  if (kb == 8 && vb == 4) return fast_occupancy<D, 8, 4>();
-  if (kb == 4 && vb == 4) return fast_occupancy<D, 4, 4>();
-  if (kb == 3 && vb == 4) return fast_occupancy<D, 3, 4>();
-  if (kb == 3 && vb == 3) return fast_occupancy<D, 3, 3>();
-  return 0;
-}
-
-template <int D>
-cudaError_t launch_fast_for_bits(const DecodeParams& p, cudaStream_t stream) {
-  const int kb = p.layout.format.key_bits;
-  const int vb = p.layout.format.value_bits;
-  if (kb == 8 && vb == 4) return launch_fast<D, 8, 4>(p, stream);
-  if (kb == 4 && vb == 4) return launch_fast<D, 4, 4>(p, stream);
-  if (kb == 3 && vb == 4) return launch_fast<D, 3, 4>(p, stream);
-  if (kb == 3 && vb == 3) return launch_fast<D, 3, 3>(p, stream);
-  return cudaErrorInvalidValue;
 }
 
 }  // namespace turboquant::cuda::detail

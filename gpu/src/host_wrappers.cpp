@@ -1,22 +1,33 @@
 // Synchronous conveniences: host pointers in and out (tools, tests), and the
 // device-argument validators that copy the trusted buffers back.
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "cuda_check.hpp"
-#include "device_buffer.hpp"
 #include "turboquant/cuda.hpp"
+#include "turboquant/cuda/device_buffer.hpp"
+#include "turboquant/detail/validate.hpp"
 
 namespace turboquant::cuda {
 namespace {
 
 using detail::DeviceBuffer;
 
-// Copies `bytes` of device memory into a new host vector (synchronous).
-Status download(const void* src, std::size_t bytes, std::vector<std::uint8_t>* out, cudaStream_t stream) {
-  out->assign(bytes, 0);
-  if (bytes == 0 || src == nullptr) return Status();
-  TQ_CUDA_TRY(cudaMemcpyAsync(out->data(), src, bytes, cudaMemcpyDeviceToHost, stream));
+// Replaces each buffer by a host copy of its device bytes, kept in `store`
+// (synchronous; an empty buffer stays empty).
+Status download(std::initializer_list<ConstBuffer*> buffers, std::vector<std::vector<std::uint8_t>>* store,
+                cudaStream_t stream) {
+  store->assign(buffers.size(), {});
+  std::size_t i = 0;
+  for (ConstBuffer* b : buffers) {
+    std::vector<std::uint8_t>& copy = (*store)[i++];
+    if (b->data != nullptr && b->bytes != 0) {
+      copy.assign(b->bytes, 0);
+      TQ_CUDA_TRY(cudaMemcpyAsync(copy.data(), b->data, b->bytes, cudaMemcpyDeviceToHost, stream));
+    }
+    *b = {copy.empty() ? nullptr : copy.data(), copy.size()};
+  }
   TQ_CUDA_TRY(cudaStreamSynchronize(stream));
   return Status();
 }
@@ -78,34 +89,22 @@ Status encode_from_host(const CacheView& cache, const EncodeArgs& a) {
 
 Status validate_decode_device(const ConstCacheView& cache, const DecodeArgs& a, void* stream) {
   if (Status s = decode_can_implement(cache, a, CudaMode::kStrict); !s.ok()) return s;
-  const auto st = static_cast<cudaStream_t>(stream);
-  std::vector<std::uint8_t> query, table, lens, rot;
-  if (Status s = download(a.query.data, a.query.bytes, &query, st); !s.ok()) return s;
-  if (Status s = download(a.block_table.data, a.block_table.bytes, &table, st); !s.ok()) return s;
-  if (Status s = download(a.seq_lens.data, a.seq_lens.bytes, &lens, st); !s.ok()) return s;
-  if (Status s = download(a.rotation.data, a.rotation.bytes, &rot, st); !s.ok()) return s;
   DecodeArgs h = a;
-  h.query = {query.empty() ? nullptr : query.data(), query.size()};
-  h.block_table = {table.empty() ? nullptr : table.data(), table.size()};
-  h.seq_lens = {lens.empty() ? nullptr : lens.data(), lens.size()};
-  h.rotation = {rot.empty() ? nullptr : rot.data(), rot.size()};
-  return validate_decode(cache, h);  // reads no cache byte; out/lse are only size-checked
+  std::vector<std::vector<std::uint8_t>> copies;
+  if (Status s = download({&h.query, &h.block_table, &h.seq_lens, &h.rotation}, &copies, static_cast<cudaStream_t>(stream));
+      !s.ok())
+    return s;
+  return turboquant::detail::check_decode_tables(cache, h);  // reads no cache, out or lse byte
 }
 
 Status validate_encode_device(const ConstCacheView& cache, const EncodeArgs& a, void* stream) {
   if (Status s = encode_can_implement(cache, a); !s.ok()) return s;
-  const auto st = static_cast<cudaStream_t>(stream);
-  std::vector<std::uint8_t> keys, values, slots, rot;
-  if (Status s = download(a.keys.data, a.keys.bytes, &keys, st); !s.ok()) return s;
-  if (Status s = download(a.values.data, a.values.bytes, &values, st); !s.ok()) return s;
-  if (Status s = download(a.slot_mapping.data, a.slot_mapping.bytes, &slots, st); !s.ok()) return s;
-  if (Status s = download(a.rotation.data, a.rotation.bytes, &rot, st); !s.ok()) return s;
   EncodeArgs h = a;
-  h.keys = {keys.empty() ? nullptr : keys.data(), keys.size()};
-  h.values = {values.empty() ? nullptr : values.data(), values.size()};
-  h.slot_mapping = {slots.empty() ? nullptr : slots.data(), slots.size()};
-  h.rotation = {rot.empty() ? nullptr : rot.data(), rot.size()};
-  return validate_encode(cache, h);
+  std::vector<std::vector<std::uint8_t>> copies;
+  if (Status s = download({&h.keys, &h.values, &h.slot_mapping, &h.rotation}, &copies, static_cast<cudaStream_t>(stream));
+      !s.ok())
+    return s;
+  return turboquant::detail::check_encode_tables(cache, h);
 }
 
 }  // namespace turboquant::cuda

@@ -1,35 +1,53 @@
-// Host-side launchers of the kernels (one translation unit per kernel family,
-// so that the template instantiations compile in parallel). Each returns the
-// launch error; arguments were checked by the *_can_implement functions.
+// Host-side launchers of the kernels. The per-head_dim ones are templates
+// whose definitions live in strict_launch.cuh / fast_launch.cuh and whose
+// instances are the generated files (one per TURBOQUANT_CUDA_HEAD_DIMS entry,
+// so they compile in parallel); launch_decode() dispatches to them
+// (dispatch.hpp). Arguments were checked by the *_can_implement functions.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include "dispatch.hpp"
 #include "params.hpp"
+#include "turboquant/cuda/device_error.hpp"
+#include "turboquant/status.hpp"
 
 namespace turboquant::cuda::detail {
 
-inline bool decode_head_dim_supported(int d) { return d == 64 || d == 128 || d == 256; }
+// Strict decode for one head_dim (grid: splits x (Hk * chunks) x batch).
+template <int D>
+Status launch_strict_decode_dim(const DecodeParams& p, cudaStream_t stream);
+// Fast decode for one head_dim and the FastBits pairs.
+template <int D>
+Status launch_fast_decode_dim(const DecodeParams& p, cudaStream_t stream);
+// Resident fast-decode blocks per SM of one instance on the current device
+// (0 if unknown or not instantiated).
+template <int D>
+int fast_decode_occupancy_dim(int key_bits, int value_bits);
 
-// Strict decode (grid: splits x (Hk * chunks) x batch) and the merge.
-cudaError_t launch_strict_decode(const DecodeParams& p, cudaStream_t stream);
-cudaError_t launch_strict_decode_d64(const DecodeParams& p, cudaStream_t stream);
-cudaError_t launch_strict_decode_d128(const DecodeParams& p, cudaStream_t stream);
-cudaError_t launch_strict_decode_d256(const DecodeParams& p, cudaStream_t stream);
+// dispatch_bits over p's bits for a launcher returning the launch's
+// cudaError_t (kDeviceError "<what>: ..." when it fails).
+template <class List, class F>
+Status launch_for_bits(List bits, const DecodeParams& p, const char* what, F&& launch) {
+  return dispatch_bits(bits, p.layout.format.key_bits, p.layout.format.value_bits, what, [&](auto b) {
+    const cudaError_t err = launch(b);
+    return err == cudaSuccess ? Status() : device_error(err, what);
+  });
+}
+
+// The decode kernel (fast or strict) for p's head_dim and bits; kUnsupported
+// for an instance the build lacks, kDeviceError for a launch error.
+Status launch_decode(const DecodeParams& p, bool fast, cudaStream_t stream);
+// The merge of the per-split partials (after either decode kernel).
 cudaError_t launch_merge(const DecodeParams& p, bool tile_aligned, cudaStream_t stream);
 
-// Fast decode for the preset bit combinations (K8V4, K4V4, K3V4, K3V3).
-bool fast_decode_supported(int head_dim, int key_bits, int value_bits);
-cudaError_t launch_fast_decode(const DecodeParams& p, cudaStream_t stream);
-cudaError_t launch_fast_decode_d64(const DecodeParams& p, cudaStream_t stream);
-cudaError_t launch_fast_decode_d128(const DecodeParams& p, cudaStream_t stream);
-cudaError_t launch_fast_decode_d256(const DecodeParams& p, cudaStream_t stream);
-// Resident fast-decode blocks per SM for this format (0 if unknown).
+// The fast kernel has an instance for this head_dim and these bits.
+inline bool fast_decode_supported(int head_dim, int key_bits, int value_bits) {
+  return contains(HeadDims{}, head_dim) && contains(FastBits{}, key_bits, value_bits);
+}
+// Resident fast-decode blocks per SM for this format on the current device (0 if unknown).
 int fast_decode_occupancy(int head_dim, int key_bits, int value_bits);
-int fast_decode_occupancy_d64(int key_bits, int value_bits);
-int fast_decode_occupancy_d128(int key_bits, int value_bits);
-int fast_decode_occupancy_d256(int key_bits, int value_bits);
-// Multiprocessors of the current device (cached).
+// Multiprocessors of the current device (cached per device; 0 on error).
 int device_sm_count();
 
 cudaError_t launch_encode(const EncodeParams& p, cudaStream_t stream);

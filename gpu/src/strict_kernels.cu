@@ -1,19 +1,10 @@
-// The merge kernel and the strict dispatch over head_dim (the strict
-// instantiations live in strict_kernels_d*.cu). Compiled with --fmad=false:
-// nothing here may be contracted behind the contract's back.
+// The merge kernel (the strict instances are the generated
+// strict_kernels_d<D>.cu). Compiled with --fmad=false: nothing here may be
+// contracted behind the contract's back.
 #include "launch.hpp"
 #include "merge.cuh"
 
 namespace turboquant::cuda::detail {
-
-cudaError_t launch_strict_decode(const DecodeParams& p, cudaStream_t stream) {
-  switch (p.layout.format.head_dim) {
-    case 64: return launch_strict_decode_d64(p, stream);
-    case 128: return launch_strict_decode_d128(p, stream);
-    case 256: return launch_strict_decode_d256(p, stream);
-    default: return cudaErrorInvalidValue;
-  }
-}
 
 cudaError_t launch_merge(const DecodeParams& p, bool tile_aligned, cudaStream_t stream) {
   const dim3 grid(p.num_q_heads, p.batch);

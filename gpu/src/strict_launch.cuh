@@ -1,6 +1,10 @@
-// Launch of one strict-decode instantiation and the bit / heads dispatch for a head_dim.
+// Launch of the strict-decode instances of one head_dim (included by the
+// generated strict_kernels_d<D>.cu), dispatched over StrictBits and the heads
+// per block.
 #pragma once
 
+#include "cuda_check.hpp"
+#include "device_cache.hpp"
 #include "launch.hpp"
 #include "strict_decode.cuh"
 #include "strict_split.cuh"
@@ -17,16 +21,16 @@ cudaError_t launch_strict(const DecodeParams& p, cudaStream_t stream) {
       static_cast<long long>(p.plan_splits) * p.layout.num_kv_heads * p.chunks_per_kv_head * p.batch;
   if (split_warps < static_cast<long long>(kStrictSplitWarpsPerSm) * device_sm_count()) {
     constexpr int kSmem = sizeof(StrictSplitShared<D, KB, VB, H>);
-    static const cudaError_t attr = cudaFuncSetAttribute(strict_split_kernel<D, KB, VB, H>,
-                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    static PerDeviceInt attr_cache;
+    const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, strict_split_kernel<D, KB, VB, H>, kSmem);
     if (attr != cudaSuccess) return attr;
     const dim3 grid(p.plan_splits, p.layout.num_kv_heads * p.chunks_per_kv_head, p.batch);
     strict_split_kernel<D, KB, VB, H><<<grid, 32 * kSplitWarps<D>, kSmem, stream>>>(p);
     return cudaGetLastError();
   }
   constexpr int kSmem = sizeof(StrictShared<D, KB, VB, H>);
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(strict_decode_kernel<D, KB, VB, H>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  static PerDeviceInt attr_cache;
+  const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, strict_decode_kernel<D, KB, VB, H>, kSmem);
   if (attr != cudaSuccess) return attr;
   // One warp per split: kStrictWarps consecutive splits per block.
   const dim3 grid((p.plan_splits + kStrictWarps - 1) / kStrictWarps, p.layout.num_kv_heads * p.chunks_per_kv_head,
@@ -46,13 +50,10 @@ cudaError_t launch_strict_h(const DecodeParams& p, cudaStream_t stream) {
 }
 
 template <int D>
-cudaError_t launch_strict_d(const DecodeParams& p, cudaStream_t stream) {
-  const int kb = p.layout.format.key_bits;
-  const int vb = p.layout.format.value_bits;
-  if (kb == 8) return vb == 4 ? launch_strict_h<D, 8, 4>(p, stream) : launch_strict_h<D, 8, 3>(p, stream);
-  if (kb == 4) return vb == 4 ? launch_strict_h<D, 4, 4>(p, stream) : launch_strict_h<D, 4, 3>(p, stream);
-  if (kb == 3) return vb == 4 ? launch_strict_h<D, 3, 4>(p, stream) : launch_strict_h<D, 3, 3>(p, stream);
-  return cudaErrorInvalidValue;
+Status launch_strict_decode_dim(const DecodeParams& p, cudaStream_t stream) {
+  return launch_for_bits(StrictBits{}, p, "strict decode launch", [&](auto b) {
+    return launch_strict_h<D, decltype(b)::kKey, decltype(b)::kValue>(p, stream);
+  });
 }
 
 }  // namespace turboquant::cuda::detail

@@ -13,14 +13,36 @@
 //            16, a cache pointer not 16-byte aligned, key/value bits other than
 //            the four presets') run the strict kernel instead;
 //            decode_kernel_name() says which one a call uses.
-// Both modes support head_dim 64, 128 and 256.
+// Both modes support the head_dims of supported_head_dims() (64, 128 and 256
+// unless the build sets TURBOQUANT_CUDA_HEAD_DIMS).
 //
 // Launch contract (CUTLASS style): can_implement() checks everything that can be
-// checked on the host, workspace_bytes() sizes the scratch buffer, run() enqueues
-// kernels on `stream` and returns: it allocates nothing, never synchronizes the
-// host, and launches a grid that depends only on (batch, num_q_heads /
-// num_kv_heads, num_splits), so a call can be captured into a CUDA graph and
-// replayed with new query / seq_lens / block_table / cache contents.
+// checked on the host, workspace_bytes() sizes the scratch buffer, decode() /
+// run() enqueue kernels on `stream` and return: they allocate nothing and never
+// synchronize the host.
+//
+// Grids. The decode kernel's grid is (S', num_kv_heads * chunks, batch), with
+// chunks = ceil(group / heads per block) (group = num_q_heads / num_kv_heads;
+// 8 heads per block in fast mode, 1, 2 or 4 by group in strict mode), and the
+// merge's is (num_q_heads, batch) with head_dim threads. S' follows from S,
+// the splits the kernels run:
+//   strict  S = num_splits. The one-warp-per-split kernel runs ceil(S / 2)
+//           blocks of 2 warps (S' = ceil(S / 2)); when S * num_kv_heads *
+//           chunks * batch < 4 * the device's SM count, the kernel with
+//           min(4, head_dim / 32) warps per split runs instead (S' = S).
+//   fast    S' = S = clamp(SMs * resident blocks per SM / (batch *
+//           num_kv_heads * chunks), 1, stride): the device's SM count and the
+//           kernel's occupancy on it, and stride = the most splits in
+//           [num_splits, max(num_splits, min(256, 2048 / batch))] that the
+//           workspace's size holds (S = num_splits if the occupancy query
+//           fails). The merge's shared memory grows with S.
+// So the grids depend on (batch, num_q_heads, num_kv_heads, num_splits, mode,
+// format, head_dim), the workspace size (fast) and the device (its SM count;
+// the fast kernel's occupancy), never on the contents of query / seq_lens /
+// block_table / cache: a call can be captured into a CUDA graph and replayed
+// with new contents; a different workspace size or another GPU wants a new
+// capture (or plan). Encode: min(ceil(num_tokens * num_kv_heads / (token,
+// head) items per block), SMs * resident encode blocks per SM) blocks.
 //
 // Pointers. In DecodeArgs and EncodeArgs passed to the device entry points, every
 // buffer (cache.data, query, block_table, seq_lens, out, lse, rotation, keys,
@@ -36,7 +58,9 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "turboquant/cache_view.hpp"
 #include "turboquant/decode.hpp"
@@ -53,6 +77,10 @@ Status device_status();
 inline bool device_available() { return device_status().ok(); }
 // "NVIDIA H200 (sm_90, 132 SMs, driver 13000)" or the reason there is none.
 std::string device_description();
+// The head_dims the build's kernels are instantiated for (the CMake list
+// TURBOQUANT_CUDA_HEAD_DIMS; default 64, 128, 256): decode and encode support
+// exactly these.
+std::vector<int> supported_head_dims();
 
 // --- decode ------------------------------------------------------------------
 
@@ -84,6 +112,55 @@ const char* decode_kernel_name(const ConstCacheView& cache, const DecodeArgs& ar
 Status decode(const ConstCacheView& cache, const DecodeArgs& args, CudaMode mode, MutableBuffer workspace,
               void* stream);
 
+// --- decode plan ---------------------------------------------------------------
+//
+// A decode plan is made once per layer shape and holds what decode() would
+// otherwise work out on every call: the decode_can_implement result, the
+// kernel choice and launch configuration (split plan, heads per block, the
+// workspace's partial stride), the codebook in the kernel parameters, and the
+// check that the plan's buffers (cache, query, block_table, seq_lens, out, lse,
+// rotation, workspace) are device-accessible. run() then enqueues the kernels
+// with the call's pointers: no validation, no cudaPointerGetAttributes, no
+// allocation; it only compares the call's shape with the plan's (a few integer
+// comparisons) and refuses a mismatch with kInvalidArgument naming the field.
+// The cache (its layout, data and num_blocks) is the plan's; pointers in the
+// call's args that differ from the plan's are trusted to be device memory.
+// Run a plan on the device that was current when it was made (its split plan
+// follows that device's SM count and occupancy). Copyable (shared, immutable).
+class DecodePlan {
+ public:
+  DecodePlan() = default;  // no plan: run() refuses it
+  bool valid() const { return impl_ != nullptr; }
+  // "cuda:strict" or "cuda:fast" ("" without a plan).
+  const char* kernel_name() const;
+  // Splits of the decode grid's x dimension the kernels run (see grid below).
+  int splits() const;
+  // Bytes of the workspace the launch uses (at most the plan's workspace.bytes).
+  std::size_t workspace_bytes() const;
+
+  struct Impl;  // gpu/src/decode_setup.hpp
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+  friend Status make_decode_plan(const ConstCacheView&, const DecodeArgs&, CudaMode, MutableBuffer, DecodePlan*);
+  friend Status run(const DecodePlan&, const DecodeArgs&, MutableBuffer, void*);
+};
+
+// Makes the plan of decodes shaped like `args` over `cache` (every check of
+// decode(), the device-pointer queries included). `workspace` is the device
+// buffer the calls will use (its size fixes the fast plan's split stride;
+// later calls may pass another one of at least plan.workspace_bytes() bytes).
+// On error *plan is left empty.
+Status make_decode_plan(const ConstCacheView& cache, const DecodeArgs& args, CudaMode mode, MutableBuffer workspace,
+                        DecodePlan* plan);
+
+// Enqueues the decode of a plan: args must have the plan's shape (batch,
+// num_q_heads, max_blocks_per_seq, num_splits, query/out dtypes, softmax_scale,
+// codebook, whether lse and rotation are given) and buffers at least as large
+// as the shape needs; workspace at least plan.workspace_bytes(), 256-byte
+// aligned. The contents (seq_lens, block_table, query) are trusted as in decode().
+Status run(const DecodePlan& plan, const DecodeArgs& args, MutableBuffer workspace, void* stream);
+
 // Copies seq_lens, block_table and the query back to the host and runs
 // validate_decode on them (synchronizes `stream`). For debugging and tools.
 Status validate_decode_device(const ConstCacheView& cache, const DecodeArgs& args, void* stream);
@@ -96,13 +173,14 @@ Status decode_from_host(const ConstCacheView& cache, const DecodeArgs& args, Cud
 // --- encode ------------------------------------------------------------------
 
 // Checks shapes, sizes, pointers and the codebook (sorted midpoints, which the
-// kernel's binary-search bucketize relies on). head_dim must be 64, 128 or 256.
+// kernel's binary-search bucketize relies on). head_dim must be one of
+// supported_head_dims().
 Status encode_can_implement(const ConstCacheView& cache, const EncodeArgs& args);
 
 // Enqueues the encode: writes exactly the key bytes, value bytes and metadata of
 // the slots in slot_mapping (negative slots are skipped), byte-identical to
-// encode_reference. Grid depends only on num_tokens and num_kv_heads. Host
-// pointers are rejected as in decode().
+// encode_reference. Grid: see "Grids" above (num_tokens, num_kv_heads, the
+// device's SM count). Host pointers are rejected as in decode().
 Status encode(const CacheView& cache, const EncodeArgs& args, void* stream);
 
 // Copies slot_mapping and K/V back and runs validate_encode (synchronizes).

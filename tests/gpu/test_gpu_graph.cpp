@@ -8,59 +8,17 @@
 #include <vector>
 
 #include "../../gpu/src/cuda_check.hpp"  // TQ_CUDA_TRY (internal)
+#include "device_decode.hpp"
 #include "gpu_test_support.hpp"
 
 namespace {
 
 using namespace tq_gpu_test;
 
-#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
-
-struct DeviceMem {
-  void* p = nullptr;
-  explicit DeviceMem(std::size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes ? bytes : 1), cudaSuccess); }
-  ~DeviceMem() { cudaFree(p); }
-  DeviceMem(const DeviceMem&) = delete;
-  DeviceMem& operator=(const DeviceMem&) = delete;
-};
-
-// Device copies of a DecodeProblem's buffers (cache and tables uploaded; query
-// and seq_lens uploaded by the caller when it wants) and DecodeArgs naming them.
-struct DeviceDecode {
-  static constexpr int kDims = 128;
-  DeviceMem cache, query, table, lens, out, lse, work;
-  DecodeArgs args;
-  MutableBuffer workspace;
-  explicit DeviceDecode(const DecodeProblem& p)
-      : cache(p.cache.size()), query(p.query.size()), table(p.block_table.size() * 4), lens(p.seq_lens.size() * 4),
-        out(p.rows() * kDims * 4), lse(p.rows() * 4),
-        work(cuda::decode_workspace_bytes(p.batch, p.num_q_heads, p.num_splits, kDims)) {
-    EXPECT_EQ(p.layout.format.head_dim, kDims);
-    EXPECT_EQ(cudaMemcpy(cache.p, p.cache.data(), p.cache.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(table.p, p.block_table.data(), p.block_table.size() * 4, cudaMemcpyHostToDevice),
-              cudaSuccess);
-    args.query = {query.p, p.query.size()};
-    args.batch = p.batch;
-    args.num_q_heads = p.num_q_heads;
-    args.block_table = {table.p, p.block_table.size() * 4};
-    args.max_blocks_per_seq = p.max_blocks_per_seq;
-    args.seq_lens = {lens.p, p.seq_lens.size() * 4};
-    args.softmax_scale = p.softmax_scale;
-    args.num_splits = p.num_splits;
-    args.out = {out.p, p.rows() * kDims * 4};
-    args.lse = {lse.p, p.rows() * 4};
-    workspace = {work.p, cuda::decode_workspace_bytes(p.batch, p.num_q_heads, p.num_splits, kDims)};
-  }
-  ConstCacheView view(const DecodeProblem& p) const {
-    return ConstCacheView(p.layout, static_cast<const std::uint8_t*>(cache.p), p.num_blocks);
-  }
-};
-
 void replay_and_check(cuda::CudaMode mode) {
   // Fixed capacity: batch 4, up to 3000 tokens per sequence.
   const std::vector<int> capacity = {3000, 3000, 3000, 3000};
   DecodeProblem p = make_problem(Preset::k4BitNc, 128, 16, 4, 4, capacity, 99);
-  const int dims = DeviceDecode::kDims;
   DeviceDecode d(p);
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreate(&stream));
@@ -96,19 +54,7 @@ void replay_and_check(cuda::CudaMode mode) {
     CUDA_OK(cudaMemcpy(d.query.p, p.query.data(), p.query.size(), cudaMemcpyHostToDevice));
     CUDA_OK(cudaGraphLaunch(exec, stream));
     CUDA_OK(cudaStreamSynchronize(stream));
-    std::vector<float> got(p.rows() * dims), got_lse(p.rows());
-    CUDA_OK(cudaMemcpy(got.data(), d.out.p, got.size() * 4, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(got_lse.data(), d.lse.p, got_lse.size() * 4, cudaMemcpyDeviceToHost));
-    std::vector<std::uint8_t> ref_out;
-    std::vector<float> ref_lse;
-    ASSERT_TRUE(decode_reference(p.view(), p.args(DType::kFloat32, ref_out, ref_lse)).ok());
-    const std::vector<float> ref = widen(ref_out, DType::kFloat32);
-    if (mode == cuda::CudaMode::kStrict) {
-      EXPECT_EQ(first_difference(ref.data(), got.data(), ref.size() * 4), -1) << "replay " << replay;
-      EXPECT_EQ(first_difference(ref_lse.data(), got_lse.data(), ref_lse.size() * 4), -1) << "replay " << replay;
-    } else {
-      EXPECT_LE(rel_l2(got, ref), 1e-3) << "replay " << replay;
-    }
+    expect_matches_reference(p, d, mode, "replay " + std::to_string(replay));
   }
   CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(graph));

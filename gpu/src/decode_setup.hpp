@@ -1,0 +1,73 @@
+// The decode's host-side setup, shared by decode_can_implement, the plan and
+// decode(): the workspace layout, the kernel choice and the plan internals.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "params.hpp"
+#include "turboquant/cuda.hpp"
+
+namespace turboquant::cuda::detail {
+
+inline constexpr std::size_t kWorkspaceAlign = 256;
+inline constexpr int kMaxGridYZ = 65535;
+inline constexpr std::size_t kOverflow = std::numeric_limits<std::size_t>::max();
+
+inline std::size_t align_up(std::size_t x) { return (x + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+
+// Fast mode may cut a sequence into more splits than num_splits when the batch
+// is small (more blocks in flight); the workspace is sized for this many.
+inline constexpr int kFastMaxSplits = 256;
+inline constexpr int kFastSplitBudget = 2048;  // partials per query head, summed over the batch
+inline int fast_split_capacity(int batch, int num_splits) {
+  const int extra = std::min(kFastMaxSplits, kFastSplitBudget / std::max(batch, 1));
+  return std::max(num_splits, extra);
+}
+
+struct WorkspaceLayout {
+  std::size_t ml_offset = 0;  // partial (max, sum) after the accumulators
+  std::size_t total = 0;      // kOverflow when the sizes do not fit in size_t
+};
+WorkspaceLayout workspace_layout(int batch, int num_q_heads, int num_splits, int head_dim);
+
+inline int heads_per_block(bool fast, int group) { return fast ? kFastHeadsPerBlock : strict_heads_per_block(group); }
+
+// Whether a decode of this cache in this mode runs the fast kernel.
+bool uses_fast_kernel(const ConstCacheView& cache, CudaMode mode);
+
+}  // namespace turboquant::cuda::detail
+
+namespace turboquant::cuda {
+
+// What a plan fixes (decode_plan.cpp): the kernel parameters with the plan's
+// pointers (run() puts the call's in), and the shape a call must match.
+struct DecodePlan::Impl {
+  detail::DecodeParams params;
+  bool fast = false;
+  std::size_t ml_offset = 0;        // workspace offset of the partial (max, sum)
+  std::size_t workspace_total = 0;  // bytes of workspace the launch uses
+  // The call's shape, as the plan was made for it.
+  int batch = 0, num_q_heads = 0, max_blocks_per_seq = 0, num_splits = 0;
+  DType query_dtype = DType::kFloat32, out_dtype = DType::kFloat32;
+  float softmax_scale = 0.0f;
+  const Codebook* codebook = nullptr;
+  bool has_lse = false, has_rotation = false;
+  // Bytes each buffer must hold.
+  std::size_t query_bytes = 0, out_bytes = 0, lse_bytes = 0, seq_lens_bytes = 0, block_table_bytes = 0;
+};
+
+namespace detail {
+// All host checks, pointer queries and the launch configuration of a decode
+// (decode_can_implement first).
+Status make_plan(const ConstCacheView& cache, const DecodeArgs& args, CudaMode mode, MutableBuffer workspace,
+                 DecodePlan::Impl* out);
+// The launch of a plan with the call's pointers (after the shape match).
+Status run_plan(const DecodePlan::Impl& plan, const DecodeArgs& args, MutableBuffer workspace, cudaStream_t stream);
+}  // namespace detail
+
+}  // namespace turboquant::cuda

@@ -1,0 +1,77 @@
+// The run-time dispatch over head_dim to the generated instances, and the
+// messages for what the build does not instantiate.
+#include <string>
+#include <vector>
+
+#include "cuda_check.hpp"
+#include "device_cache.hpp"
+#include "launch.hpp"
+
+namespace turboquant::cuda::detail {
+namespace {
+
+template <int... D>
+std::string join(DimList<D...>) {
+  const int dims[] = {D...};
+  const int n = static_cast<int>(sizeof...(D));
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    if (i > 0) out += i + 1 == n ? " and " : ", ";
+    out += std::to_string(dims[i]);
+  }
+  return out;
+}
+
+template <int... D>
+std::vector<int> to_vector(DimList<D...>) {
+  return {D...};
+}
+
+}  // namespace
+
+std::string head_dims_text() { return join(HeadDims{}); }
+
+Status unsupported_head_dim(int head_dim, const char* what) {
+  return Status(StatusCode::kUnsupported,
+                "head_dim = " + std::to_string(head_dim) + ": the CUDA " + what + " supports " + head_dims_text());
+}
+
+Status unsupported_bits(int key_bits, int value_bits, const char* what) {
+  return Status(StatusCode::kUnsupported, "key_bits = " + std::to_string(key_bits) + ", value_bits = " +
+                                              std::to_string(value_bits) + ": the CUDA " + what + " has no instance");
+}
+
+Status launch_decode(const DecodeParams& p, bool fast, cudaStream_t stream) {
+  return dispatch_head_dim(HeadDims{}, p.layout.format.head_dim, "decode", [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    return fast ? launch_fast_decode_dim<D>(p, stream) : launch_strict_decode_dim<D>(p, stream);
+  });
+}
+
+int fast_decode_occupancy(int head_dim, int key_bits, int value_bits) {
+  int blocks = 0;
+  (void)dispatch_head_dim(HeadDims{}, head_dim, "decode", [&](auto d) {
+    blocks = fast_decode_occupancy_dim<decltype(d)::value>(key_bits, value_bits);
+    return Status();
+  });
+  return blocks;
+}
+
+int device_sm_count() {
+  static PerDeviceInt cache;
+  return cache.get([] {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      return 0;
+    }
+    return n;
+  });
+}
+
+}  // namespace turboquant::cuda::detail
+
+namespace turboquant::cuda {
+
+std::vector<int> supported_head_dims() { return detail::to_vector(detail::HeadDims{}); }
+
+}  // namespace turboquant::cuda

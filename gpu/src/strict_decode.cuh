@@ -95,7 +95,8 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
     const int blk0 = src.block_of(range.begin);
     src.stage(ws.raw[0], src.record_of(range.begin, blk0), min(kT, range.end - range.begin), Shared::kRecordBytes);
     cp_async_commit();
-    src.look_ahead_first(range.begin, blk0, kT, blk_next, meta_cur);
+    meta_cur = src.meta_of(range.begin, blk0);
+    blk_next = src.block_of(range.begin + kT);
   }
 
   int buf = 0;
@@ -103,7 +104,12 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
     const int n = min(kT, range.end - tile);
     const int next = tile + kT;
     const float4 meta_now = meta_cur;
-    const std::uint8_t* rec_next = next < range.end ? src.look_ahead(next, kT, blk_next, meta_cur) : nullptr;
+    const std::uint8_t* rec_next = nullptr;
+    if (next < range.end) {  // (inline: as a helper this look-ahead cost 8 registers)
+      rec_next = src.record_of(next, blk_next);
+      meta_cur = src.meta_of(next, blk_next);
+      blk_next = src.block_of(next + kT);
+    }
     __syncwarp();  // the previous tile's readers of ws (meta, the other buffer) are done
     if (next < range.end) src.stage(ws.raw[buf ^ 1], rec_next, min(kT, range.end - next), Shared::kRecordBytes);
     cp_async_commit();

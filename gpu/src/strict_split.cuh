@@ -82,7 +82,8 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
     const int n = tile_tokens(mine);
     if (n > 0) src.stage(sm.raw[0][warp], rec0, n, Shared::kRecordBytes);
     cp_async_commit();
-    src.look_ahead_first(mine, blk0, kGroup, blk_next, meta_cur);
+    meta_cur = src.meta_of(mine, blk0);
+    blk_next = src.block_of(mine + kGroup);
   }
 
   int buf = 0;
@@ -91,7 +92,12 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
     const int n_mine = tile_tokens(mine);
     const float4 meta_now = meta_cur;
     const int next = mine + kGroup;
-    const std::uint8_t* rec_next = next < range.end ? src.look_ahead(next, kGroup, blk_next, meta_cur) : nullptr;
+    const std::uint8_t* rec_next = nullptr;
+    if (next < range.end) {
+      rec_next = src.record_of(next, blk_next);
+      meta_cur = src.meta_of(next, blk_next);
+      blk_next = src.block_of(next + kGroup);
+    }
     __syncthreads();  // phase B of the previous group is done: its buffers and scores are free
     const int n_next = tile_tokens(next);
     if (n_next > 0) src.stage(sm.raw[buf ^ 1][warp], rec_next, n_next, Shared::kRecordBytes);

@@ -122,23 +122,6 @@ struct StrictTileSource {
                        core::read_meta(l, block, slot, kv_head, core::MetaField::kValueZero),
                        core::decode_key_norm(l, block, slot, kv_head), 0.0f);
   }
-  // What a lane keeps one tile ahead: `blk_next`, the block id of its token
-  // in the warp's next tile (`step` tokens on), and `meta`, the metadata of
-  // its token in the current one. (Plain locals of the kernel: held in a
-  // struct they cost the strict kernels 8 registers.)
-  // The warp's first tile at `tile` (block ids blk; the caller staged it):
-  __device__ __forceinline__ void look_ahead_first(int tile, int blk, int step, int& blk_next, float4& meta) const {
-    meta = meta_of(tile, blk);
-    blk_next = block_of(tile + step);
-  }
-  // Moving on to the tile at `next` (< range.end): returns its records'
-  // address (lane t's token).
-  __device__ __forceinline__ const std::uint8_t* look_ahead(int next, int step, int& blk_next, float4& meta) const {
-    const std::uint8_t* rec = record_of(next, blk_next);
-    meta = meta_of(next, blk_next);
-    blk_next = block_of(next + step);
-    return rec;
-  }
   // Copies the n records starting at rec (lane t's pointer) into rows.
   template <int W>
   __device__ void stage(std::uint32_t (*rows)[W], const std::uint8_t* rec, int n, int record_bytes) const {

@@ -1,6 +1,7 @@
 // Synchronous conveniences: host pointers in and out (tools, tests), and the
 // device-argument validators that copy the trusted buffers back.
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <vector>
 
@@ -30,6 +31,26 @@ Status download(std::initializer_list<ConstBuffer*> buffers, std::vector<std::ve
   }
   TQ_CUDA_TRY(cudaStreamSynchronize(stream));
   return Status();
+}
+
+// Copies from `src` to `dst` (two caches of layout l) exactly the bytes an
+// encode of these slots writes: each stored slot's record and metadata fields
+// of every KV head.
+void copy_written_slots(const BlockLayout& l, const std::int64_t* slots, std::int64_t num_tokens,
+                        const std::uint8_t* src, std::uint8_t* dst) {
+  for (std::int64_t i = 0; i < num_tokens; ++i) {
+    if (slots[i] < 0) continue;
+    const std::int64_t base = l.block_base(slots[i] / l.block_size);
+    const int t = static_cast<int>(slots[i] % l.block_size);
+    for (int h = 0; h < l.num_kv_heads; ++h) {
+      const std::int64_t record = base + l.key_data_offset(t, h);
+      std::memcpy(dst + record, src + record, static_cast<std::size_t>(l.format.data_bytes()));
+      for (int f = 0; f < l.format.meta_fields(); ++f) {
+        const std::int64_t meta = base + l.meta_base(h, f) + std::int64_t{BlockLayout::kMetaTokenStride} * t;
+        std::memcpy(dst + meta, src + meta, 2);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -70,7 +91,12 @@ Status encode_from_host(const CacheView& cache, const EncodeArgs& a) {
   cudaStream_t stream = nullptr;
   DeviceBuffer d_cache, d_keys, d_values, d_slots, d_rot;
   const auto bytes = static_cast<std::size_t>(cache.bytes());
-  if (Status s = d_cache.upload(cache.data, bytes, stream); !s.ok()) return s;
+  // The encode reads no cache byte and writes only its slots' bytes: the
+  // device copy starts zeroed (not uploaded) and only the written bytes come
+  // back, so that concurrent calls into disjoint slots of one host cache
+  // compose as with the CPU backends.
+  if (Status s = d_cache.allocate(bytes); !s.ok()) return s;
+  TQ_CUDA_TRY(cudaMemsetAsync(d_cache.get(), 0, bytes, stream));
   if (Status s = d_keys.upload(a.keys.data, a.keys.bytes, stream); !s.ok()) return s;
   if (Status s = d_values.upload(a.values.data, a.values.bytes, stream); !s.ok()) return s;
   if (Status s = d_slots.upload(a.slot_mapping.data, a.slot_mapping.bytes, stream); !s.ok()) return s;
@@ -82,8 +108,11 @@ Status encode_from_host(const CacheView& cache, const EncodeArgs& a) {
   da.slot_mapping = {d_slots.get(), a.slot_mapping.bytes};
   da.rotation = {d_rot.get(), a.rotation.bytes};
   if (Status s = encode(dc, da, stream); !s.ok()) return s;
-  TQ_CUDA_TRY(cudaMemcpyAsync(cache.data, d_cache.get(), bytes, cudaMemcpyDeviceToHost, stream));
+  std::vector<std::uint8_t> encoded(bytes);
+  TQ_CUDA_TRY(cudaMemcpyAsync(encoded.data(), d_cache.get(), bytes, cudaMemcpyDeviceToHost, stream));
   TQ_CUDA_TRY(cudaStreamSynchronize(stream));
+  copy_written_slots(cache.layout, static_cast<const std::int64_t*>(a.slot_mapping.data), a.num_tokens,
+                     encoded.data(), cache.data);
   return Status();
 }
 

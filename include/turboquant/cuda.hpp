@@ -186,8 +186,10 @@ Status encode(const CacheView& cache, const EncodeArgs& args, void* stream);
 // Copies slot_mapping and K/V back and runs validate_encode (synchronizes).
 Status validate_encode_device(const ConstCacheView& cache, const EncodeArgs& args, void* stream);
 
-// Host pointers: validate_encode, copy cache + inputs to the device, encode,
-// copy the cache back. Synchronous.
+// Host pointers: validate_encode, copy the inputs to the device, encode into a
+// device cache of cache.bytes(), and copy back exactly the bytes the encode
+// wrote (its slots' records and metadata; every other host byte is neither
+// read nor written, so concurrent calls into disjoint slots compose). Synchronous.
 Status encode_from_host(const CacheView& cache, const EncodeArgs& args);
 
 }  // namespace turboquant::cuda

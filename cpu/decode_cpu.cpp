@@ -140,10 +140,8 @@ void run(const cpu::IsaKernels& k, const ConstCacheView& cache, const DecodeArgs
 }  // namespace
 
 Status decode_cpu(const ConstCacheView& cache, const DecodeArgs& a, const CpuOptions& options) {
-  if (Status s = cpu::check_threads(options.threads); !s.ok()) return s;
-  if (Status s = validate_decode(cache, a); !s.ok()) return s;
   const cpu::IsaKernels* k = nullptr;
-  if (Status s = cpu::select_isa(options.isa, &k); !s.ok()) return s;
+  if (Status s = cpu::start_call(options, validate_decode(cache, a), &k); !s.ok()) return s;
   if (a.batch == 0) return Status();
   const Codebook* cb = nullptr;
   core::Rotation rot;

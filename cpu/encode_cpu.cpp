@@ -14,10 +14,8 @@
 namespace turboquant {
 
 Status encode_cpu(const CacheView& cache, const EncodeArgs& a, const CpuOptions& options) {
-  if (Status s = cpu::check_threads(options.threads); !s.ok()) return s;
-  if (Status s = validate_encode(cache, a); !s.ok()) return s;
   const cpu::IsaKernels* k = nullptr;
-  if (Status s = cpu::select_isa(options.isa, &k); !s.ok()) return s;
+  if (Status s = cpu::start_call(options, validate_encode(cache, a), &k); !s.ok()) return s;
   if (a.num_tokens == 0) return Status();
 
   cpu::EncodeProblem p;

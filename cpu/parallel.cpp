@@ -6,7 +6,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <string>
 
 namespace turboquant::cpu {
 
@@ -17,11 +16,6 @@ tbb::task_arena& arena_for(int threads) {
   tbb::task_arena*& a = (*arenas)[threads];
   if (a == nullptr) a = new tbb::task_arena(threads);
   return *a;
-}
-
-Status check_threads(int threads) {
-  if (threads >= 0) return Status();
-  return Status(StatusCode::kInvalidArgument, "options.threads = " + std::to_string(threads) + ": must be >= 0 (0: all)");
 }
 
 namespace {

@@ -16,9 +16,6 @@ namespace turboquant::cpu {
 // The arena for `threads` (> 0); never destroyed (lives until exit).
 tbb::task_arena& arena_for(int threads);
 
-// ok, or kInvalidArgument for a negative CpuOptions::threads.
-Status check_threads(int threads);
-
 // Runs `fn` in the arena `threads` asks for (0: the caller's current arena);
 // an allocation failure becomes kInternal naming `what` was being allocated.
 template <class Fn>
@@ -30,7 +27,8 @@ Status run_in_arena(int threads, const char* what, Fn&& fn) {
       fn();
     }
   } catch (const std::bad_alloc&) {
-    return Status(StatusCode::kInternal, std::string("the CPU backend could not allocate its ") + what + " (out of memory)");
+    return Status(StatusCode::kInternal,
+                  std::string("the CPU backend could not allocate its ") + what + " (out of memory)");
   }
   return Status();
 }

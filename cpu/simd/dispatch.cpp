@@ -99,4 +99,13 @@ Status select_isa(std::string_view requested, const IsaKernels** out) {
                                                      "\" is not a known ISA (known: " + known_names() + ")");
 }
 
+Status start_call(const CpuOptions& options, const Status& arguments, const IsaKernels** out) {
+  if (options.threads < 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  "options.threads = " + std::to_string(options.threads) + ": must be >= 0 (0: all)");
+  }
+  if (!arguments.ok()) return arguments;
+  return select_isa(options.isa, out);
+}
+
 }  // namespace turboquant::cpu

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels.hpp"
+#include "turboquant/cpu.hpp"
 #include "turboquant/status.hpp"
 
 namespace turboquant::cpu {
@@ -19,5 +20,10 @@ std::vector<std::string> runnable_isas();
 
 // The kernels for `requested` ("" means TURBOQUANT_ISA, then the best one).
 Status select_isa(std::string_view requested, const IsaKernels** out);
+
+// The checks every CPU entry point makes, reported in this order:
+// options.threads, the call's arguments (`arguments`: validate_decode's or
+// validate_encode's result), then select_isa(options.isa).
+Status start_call(const CpuOptions& options, const Status& arguments, const IsaKernels** out);
 
 }  // namespace turboquant::cpu

@@ -11,7 +11,7 @@
 namespace turboquant::cpu::simd {
 
 template <class A>
-struct IsaEntry {
+struct IsaEntryPoints {
   [[gnu::flatten]] static void decode_item(const DecodeProblem& p, int b, int h, int s, float* scratch) {
     DecodeKernels<A>::decode_item(p, b, h, s, scratch);
   }
@@ -25,7 +25,8 @@ struct IsaEntry {
 
 template <class A>
 constexpr IsaKernels isa_kernels(const char* name) {
-  return IsaKernels{name, &IsaEntry<A>::decode_item, &IsaEntry<A>::merge_row, &IsaEntry<A>::encode_tokens};
+  using E = IsaEntryPoints<A>;
+  return IsaKernels{name, &E::decode_item, &E::merge_row, &E::encode_tokens};
 }
 
 }  // namespace turboquant::cpu::simd

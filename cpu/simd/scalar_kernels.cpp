@@ -39,9 +39,11 @@ void decode_item(const DecodeProblem& p, int b, int h, int s, float* scratch) {
   const core::TokenRange range = core::split_range(p.seq_lens[b], p.num_splits, s);
   if (range.empty()) return;
   const int group = p.group;
-  auto* states = reinterpret_cast<core::SoftmaxState*>(scratch + core::decode_split_scratch_floats(group, p.head_dim()));
-  core::decode_split(p.layout, p.cache, p.block_table + std::int64_t{b} * p.max_blocks_per_seq, h, range, *p.codebook,
-                     p.query(b, h * group), group, states, p.acc(b, h * group, s), p.partials.acc_row_stride(), scratch);
+  float* states_at = scratch + core::decode_split_scratch_floats(group, p.head_dim());
+  auto* states = reinterpret_cast<core::SoftmaxState*>(states_at);
+  const std::int32_t* block_row = p.block_table + std::int64_t{b} * p.max_blocks_per_seq;
+  core::decode_split(p.layout, p.cache, block_row, h, range, *p.codebook, p.query(b, h * group), group, states,
+                     p.acc(b, h * group, s), p.partials.acc_row_stride(), scratch);
   for (int g = 0; g < group; ++g) {
     float* ml = p.max_sum(b, h * group + g, s);
     ml[0] = states[g].max;

@@ -22,7 +22,9 @@
 
 namespace turboquant::core {
 
-TQ_HD std::uint32_t float_bits(float x) { return TQ_DEVICE_OR_HOST(__float_as_uint(x), std::bit_cast<std::uint32_t>(x)); }
+TQ_HD std::uint32_t float_bits(float x) {
+  return TQ_DEVICE_OR_HOST(__float_as_uint(x), std::bit_cast<std::uint32_t>(x));
+}
 TQ_HD float bits_float(std::uint32_t u) { return TQ_DEVICE_OR_HOST(__uint_as_float(u), std::bit_cast<float>(u)); }
 
 // a * b + c with a single rounding.

@@ -82,7 +82,11 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
 
   typename Shared::Warp& ws = sm.warp[warp];
   const int tg = lane >> 4;
-  StrictLaneState<D, H, E> ls(sm.q, blk.heads, lane);
+  float qr[H][D / 16];
+  load_strict_query<D, H>(sm.q, blk.heads, lane & 15, qr);
+  core::SoftmaxState state;
+  float acc[H][E] = {};
+  const TreeSlots<H> slots(lane);
 
   // Software pipeline over the tiles: while tile i is computed, the records of
   // tile i + 1 are in flight (cp.async into the other buffer), its metadata in
@@ -118,14 +122,14 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
     __syncwarp();
     const std::uint32_t (*raw)[Shared::kRow] = ws.raw[buf];
 
-    strict_tile_scores<D, KB, H, Shared::kRow>(raw, ls.qr, centroids, f, ws.meta, ls.slots, lane, ws.scores);
+    strict_tile_scores<D, KB, H, Shared::kRow>(raw, qr, centroids, f, ws.meta, slots, lane, ws.scores);
     __syncwarp();
 
-    const float alpha = strict_softmax_tile<H>(ws.scores, ws.probs, n, lane, ls.softmax);
-    strict_tile_values<VB, E, H, Shared::kRow>(ls.acc, alpha, raw, ws.meta, ws.probs, n,
+    const float alpha = strict_softmax_tile<H>(ws.scores, ws.probs, n, lane, state);
+    strict_tile_values<VB, E, H, Shared::kRow>(acc, alpha, raw, ws.meta, ws.probs, n,
                                                Shared::kKeyBytes * 8 + VB * E * lane);
   }
-  strict_write_partial<D, H, E>(p, blk, split, ls.acc, E * lane, ls.softmax, true, lane);
+  strict_write_partial<D, H, E>(p, blk, split, acc, E * lane, state, true, lane);
 }
 
 }  // namespace turboquant::cuda::detail

@@ -189,18 +189,4 @@ __device__ __forceinline__ void load_strict_query(const float (*q)[D], int heads
   }
 }
 
-// A lane's state in either strict kernel: the query of its dot16 lane, the
-// softmax state of the split and the accumulators of its E value dims for
-// the H heads, and where its score-tree results land.
-template <int D, int H, int E>
-struct StrictLaneState {
-  float qr[H][D / 16];
-  core::SoftmaxState softmax;
-  float acc[H][E] = {};
-  TreeSlots<H> slots;
-  __device__ __forceinline__ StrictLaneState(const float (*q)[D], int heads, int lane) : slots(lane) {
-    load_strict_query<D, H>(q, heads, lane & 15, qr);
-  }
-};
-
 }  // namespace turboquant::cuda::detail

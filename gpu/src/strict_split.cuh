@@ -63,7 +63,11 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
   prepare_queries<D>(p, blk.first_row, blk.heads, &sm.q[0][0], &sm.scratch[0][0]);  // ends with a barrier
 
   const int tg = lane >> 4;
-  StrictLaneState<D, H, E> ls(sm.q, blk.heads, lane);
+  float qr[H][D / 16];
+  load_strict_query<D, H>(sm.q, blk.heads, lane & 15, qr);
+  core::SoftmaxState state;
+  float acc[H][E] = {};
+  const TreeSlots<H> slots(lane);
   const int first_dim = warp * (D / W) + E * lane;  // this lane's value dims in phase B
   const int value_bit = Shared::kKeyBytes * 8 + VB * first_dim;
 
@@ -107,8 +111,8 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
     __syncwarp();
     // Phase A: this warp's scores.
     if (n_mine > 0) {
-      strict_tile_scores<D, KB, H, Shared::kRow>(sm.raw[buf][warp], ls.qr, centroids, f, sm.meta[buf][warp],
-                                                 ls.slots, lane, sm.scores[warp]);
+      strict_tile_scores<D, KB, H, Shared::kRow>(sm.raw[buf][warp], qr, centroids, f, sm.meta[buf][warp],
+                                                 slots, lane, sm.scores[warp]);
     }
     __syncthreads();  // the group's records, metadata and scores are visible to every warp
     // Phase B: the group's tiles in order, this warp's dims.
@@ -116,13 +120,13 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
     for (int k = 0; k < W; ++k) {
       const int n = tile_tokens(g0 + k * kT);
       if (n <= 0) break;
-      const float alpha = strict_softmax_tile<H>(sm.scores[k], sm.probs[warp], n, lane, ls.softmax);
-      strict_tile_values<VB, E, H, Shared::kRow>(ls.acc, alpha, sm.raw[buf][k], sm.meta[buf][k], sm.probs[warp], n,
+      const float alpha = strict_softmax_tile<H>(sm.scores[k], sm.probs[warp], n, lane, state);
+      strict_tile_values<VB, E, H, Shared::kRow>(acc, alpha, sm.raw[buf][k], sm.meta[buf][k], sm.probs[warp], n,
                                                  value_bit);
       __syncwarp();  // probs[warp] is rewritten by the next tile
     }
   }
-  strict_write_partial<D, H, E>(p, blk, split, ls.acc, first_dim, ls.softmax, warp == 0, lane);
+  strict_write_partial<D, H, E>(p, blk, split, acc, first_dim, state, warp == 0, lane);
 }
 
 }  // namespace turboquant::cuda::detail

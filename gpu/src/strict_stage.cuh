@@ -143,10 +143,11 @@ __device__ __forceinline__ void strict_write_partial(const DecodeParams& p, cons
                                                      const core::SoftmaxState& state, bool writes_ml, int lane) {
   pdl_launch_dependents();
   const core::PartialLayout pl = p.partials(D);
+  const std::int64_t acc0 = pl.acc_offset(blk.first_row, split);  // head 0; head g is g rows on
 #pragma unroll
   for (int g = 0; g < H; ++g) {
     if (g < blk.heads) {
-      float* dst = p.partial_acc + pl.acc_offset(blk.first_row + g, split) + first_dim;
+      float* dst = p.partial_acc + acc0 + g * pl.acc_row_stride() + first_dim;
       if constexpr (E % 2 == 0) {
 #pragma unroll
         for (int e = 0; e < E; e += 2) *reinterpret_cast<float2*>(dst + e) = make_float2(acc[g][e], acc[g][e + 1]);
@@ -157,7 +158,7 @@ __device__ __forceinline__ void strict_write_partial(const DecodeParams& p, cons
     }
   }
   if (writes_ml && lane < blk.heads) {
-    float* ml = p.partial_ml + pl.ml_offset(blk.first_row + lane, split);
+    float* ml = p.partial_ml + pl.ml_offset(blk.first_row, split) + pl.ml_offset(lane, 0);
     ml[0] = state.max;
     ml[1] = state.sum;
   }

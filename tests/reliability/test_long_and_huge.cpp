@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 
+#include "common/shape_grid.hpp"
 #include "reliability/reliability_util.hpp"
 
 namespace tq_rel {
@@ -99,39 +100,43 @@ static_assert(kHuge.meta_field_offset(4095, 4095, MetaField::kValueZero) == kHug
 static_assert(kHuge.block_base(INT64_MAX / kHuge.block_bytes()) ==
               (INT64_MAX / (4096LL * 4096 * 772)) * (4096LL * 4096 * 772));
 
-TEST(Offsets, SixtyFourBitArithmeticAtHugeIds) {
-  // Runtime values (volatile: no constant folding) at block ids and slots whose
-  // offsets exceed 2^32; each equals the 128-bit computation of FORMAT.md.
+// Runtime values (volatile: no constant folding) at block ids and slots whose
+// offsets exceed 2^32; each equals the 128-bit computation of FORMAT.md.
+class OffsetsPreset : public ::testing::TestWithParam<Preset> {};
+TEST_P(OffsetsPreset, SixtyFourBitArithmeticAtHugeIds) {
   volatile int bs_v = 4096, hk_v = 4096;
-  for (Preset preset : kAllPresets) {
-    for (int dims : {128, 256, 512}) {
-      const core::Format f = core::preset_format(preset, dims);
-      if (core::format_problem(f)) continue;
-      const BlockLayout l{f, bs_v, hk_v};
-      ASSERT_TRUE(validate_layout(l).ok());
-      EXPECT_EQ(Wide(l.block_bytes()), Wide(4096) * 4096 * f.slot_bytes_aligned());
-      if (dims >= 256) {
-        EXPECT_GT(l.block_bytes(), std::int64_t{INT32_MAX}) << "one block is beyond int32";
-      }
-      for (int t : {0, 1, 4095}) {
-        for (int h : {0, 4095}) {
-          EXPECT_EQ(Wide(l.key_data_offset(t, h)), (Wide(t) * 4096 + h) * f.data_bytes());
-          EXPECT_EQ(Wide(l.value_data_offset(t, h)), (Wide(t) * 4096 + h) * f.data_bytes() + f.key_data_bytes());
-          for (MetaField m : {MetaField::kKeyNorm, MetaField::kValueScale, MetaField::kValueZero}) {
-            if (m == MetaField::kKeyNorm && f.fp8_keys()) continue;
-            EXPECT_EQ(Wide(l.meta_field_offset(t, h, m)), wide_meta(l, t, h, m));
-            EXPECT_LT(l.meta_field_offset(t, h, m), l.block_bytes());
-          }
+  const Preset preset = GetParam();
+  for (int dims : {128, 256, 512}) {
+    const core::Format f = core::preset_format(preset, dims);
+    if (core::format_problem(f)) continue;
+    const BlockLayout l{f, bs_v, hk_v};
+    ASSERT_TRUE(validate_layout(l).ok());
+    EXPECT_EQ(Wide(l.block_bytes()), Wide(4096) * 4096 * f.slot_bytes_aligned());
+    if (dims >= 256) {
+      EXPECT_GT(l.block_bytes(), std::int64_t{INT32_MAX}) << "one block is beyond int32";
+    }
+    for (int t : {0, 1, 4095}) {
+      for (int h : {0, 4095}) {
+        EXPECT_EQ(Wide(l.key_data_offset(t, h)), (Wide(t) * 4096 + h) * f.data_bytes());
+        EXPECT_EQ(Wide(l.value_data_offset(t, h)), (Wide(t) * 4096 + h) * f.data_bytes() + f.key_data_bytes());
+        for (MetaField m : {MetaField::kKeyNorm, MetaField::kValueScale, MetaField::kValueZero}) {
+          if (m == MetaField::kKeyNorm && f.fp8_keys()) continue;
+          EXPECT_EQ(Wide(l.meta_field_offset(t, h, m)), wide_meta(l, t, h, m));
+          EXPECT_LT(l.meta_field_offset(t, h, m), l.block_bytes());
         }
       }
-      // Block bases up to the last block id whose base still fits in int64.
-      const std::int64_t last = INT64_MAX / l.block_bytes() - 1;
-      for (std::int64_t b : {std::int64_t{1}, std::int64_t{3}, std::int64_t{INT32_MAX} / 4096, last}) {
-        EXPECT_EQ(Wide(l.block_base(b)), Wide(b) * l.block_bytes()) << b;
-      }
+    }
+    // Block bases up to the last block id whose base still fits in int64.
+    const std::int64_t last = INT64_MAX / l.block_bytes() - 1;
+    for (std::int64_t b : {std::int64_t{1}, std::int64_t{3}, std::int64_t{INT32_MAX} / 4096, last}) {
+      EXPECT_EQ(Wide(l.block_base(b)), Wide(b) * l.block_bytes()) << b;
     }
   }
-  // The usual layout: block ids near 2^31 give offsets near 2^45.
+}
+INSTANTIATE_TEST_SUITE_P(Presets, OffsetsPreset, ::testing::ValuesIn(kAllPresets), tqt::PresetName());
+
+// The usual layout: block ids near 2^31 give offsets near 2^45.
+TEST(Offsets, UsualLayoutAtBlockIdsNear2To31) {
   const BlockLayout usual{core::preset_format(Preset::k4BitNc, 128), 16, 8};
   EXPECT_EQ(Wide(usual.block_base(INT32_MAX)), Wide(INT32_MAX) * 17152);
   EXPECT_EQ(usual.block_base(INT32_MAX) + usual.meta_field_offset(15, 7, MetaField::kValueZero),

@@ -1,7 +1,7 @@
 # ctest driver: the core and the CPU backend (golden model, SIMD kernels,
 # dispatch) must compile with clang as well as with g++ (docs/RELIABILITY.md,
 # finding F8: two GCC-only constructs in cpu/simd once broke the clang build
-# of the fuzzers). Runs `clang++ -fsyntax-only` over every .cpp of core/src
+# of the fuzzers). Runs `clang++ -fsyntax-only` over every .cpp of src
 # and cpu/, each ISA translation unit with its ISA's flags (as in
 # cpu/CMakeLists.txt), with -Werror. Skips (prints "SKIPPED") when no
 # clang++ is installed.
@@ -12,7 +12,7 @@ if(NOT CLANGXX OR CLANGXX MATCHES "NOTFOUND$")
 endif()
 set(isa_avx2 -mavx2 -mfma -mf16c)
 set(isa_avx512 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512cd -mavx2 -mfma -mf16c)
-file(GLOB_RECURSE sources ${SOURCE_DIR}/core/src/*.cpp ${SOURCE_DIR}/cpu/*.cpp)
+file(GLOB_RECURSE sources ${SOURCE_DIR}/src/*.cpp ${SOURCE_DIR}/cpu/*.cpp)
 list(SORT sources)
 set(failed "")
 foreach(src IN LISTS sources)
@@ -35,4 +35,4 @@ list(LENGTH sources n)
 if(failed)
   message(FATAL_ERROR "clang (${CLANGXX}) rejects: ${failed}")
 endif()
-message("${n} translation units of core/ and cpu/ compile with ${CLANGXX}")
+message("${n} translation units of src/ and cpu/ compile with ${CLANGXX}")

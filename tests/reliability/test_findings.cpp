@@ -95,7 +95,7 @@ TEST_F(Findings, F7_NumberOverflowInMetaJsonIsAStatus) {
   fs::remove_all(dir);
 }
 
-// F2 (core/src/validate.cpp): validate_encode computed num_blocks * block_size
+// F2 (src/validate.cpp): validate_encode computed num_blocks * block_size
 // in int64 without a bound: a cache view of 2^62 blocks overflowed (UBSan,
 // fuzz_encode). Fix: validate_cache rejects num_blocks * block_bytes > 2^63.
 TEST_F(Findings, F2_HugeNumBlocksIsRejectedWithoutOverflow) {
@@ -120,7 +120,7 @@ TEST_F(Findings, F2_HugeNumBlocksIsRejectedWithoutOverflow) {
   EXPECT_TRUE(validate_encode(ConstCacheView(l, memory.data(), INT64_MAX / l.block_bytes()), e).ok());
 }
 
-// F3 (core/src/validate.cpp): buffer sizes were products of user integers
+// F3 (src/validate.cpp): buffer sizes were products of user integers
 // (batch * num_q_heads * head_dim * dtype size, num_tokens * Hk * D * size,
 // num_tokens * 8) that overflowed int64 (UBSan) or wrapped in size_t. Fix:
 // checked products; a shape beyond 2^63 bytes is kOutOfRange.
@@ -167,7 +167,7 @@ TEST_F(Findings, F4_DequantizeWithAHugeSlotCountIsRejected) {
       ::testing::ExitedWithCode(0), "num_slots = 2305843009213693952");
 }
 
-// F5 (core/src/validate.cpp + split_plan.hpp): seq_len near INT32_MAX
+// F5 (src/validate.cpp + split_plan.hpp): seq_len near INT32_MAX
 // overflowed the 32-bit tile loop `for (t = begin; t < end; t += 16)` of every
 // decode (decode_cpu: SIGSEGV after 27 s at seq_len 2147483647, 1 split).
 // Fix: validate_decode rejects seq_lens above core::kMaxSeqLen (2^30).

@@ -63,6 +63,15 @@ void add_backend_options(CLI::App* app, BackendRequest* request) {
       ->capture_default_str();
 }
 
+CLI::App* add_case_run_command(CLI::App& parent, const CaseRunHelp& help, CaseRunOptions* o) {
+  CLI::App* app = parent.add_subcommand(help.name, help.help);
+  add_case_argument(app, &o->case_dir, help.files);
+  app->add_option("--out", o->out, help.out_help)->required(help.out_required)->check(non_empty_path());
+  add_backend_options(app, &o->backend);
+  app->add_flag("--json", o->json, "Print one JSON object");
+  return app;
+}
+
 std::string Backend::isa() const {
   const std::string n = name();
   return n.rfind("cpu:", 0) == 0 ? n.substr(4) : "scalar";

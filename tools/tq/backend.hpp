@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common.hpp"
 #include "turboquant/turboquant.hpp"
 
 namespace CLI {
@@ -30,6 +31,31 @@ struct BackendRequest {
 
 // --backend, --isa and --threads, bound to `request` (decode, encode, bench).
 void add_backend_options(CLI::App* app, BackendRequest* request);
+
+// What tq encode and tq decode share: a case in, a file out, a backend, --json.
+struct CaseRunOptions {
+  std::string case_dir;
+  std::string out;
+  BackendRequest backend{"cpu-ref", "", 0};
+  bool json = false;
+};
+struct CaseRunHelp {
+  std::string name, help;
+  std::string files;     // what the command reads from the case directory
+  std::string out_help;  // what --out gets
+  bool out_required = false;
+};
+// The subcommand with CASE, --out, the backend options and --json bound to `o`.
+CLI::App* add_case_run_command(CLI::App& parent, const CaseRunHelp& help, CaseRunOptions* o);
+// That subcommand with options of type Options (a CaseRunOptions): `more` adds
+// the command's own options, `run` runs it once parsed.
+template <class Options, class More>
+Command case_run_command(CLI::App& parent, const CaseRunHelp& help, More more, int (*run)(const Options&)) {
+  auto o = std::make_shared<Options>();
+  CLI::App* app = add_case_run_command(parent, help, o.get());
+  more(app, o.get());
+  return Command{app, [o, run] { return run(*o); }};
+}
 
 // How many timed runs: at least min_runs, more while under min_seconds, at most max_runs.
 struct TimingPlan {

@@ -15,14 +15,10 @@ namespace {
 
 namespace io = turboquant::io;
 
-struct DecodeOptions {
-  std::string case_dir;
-  std::string out;
+struct DecodeOptions : CaseRunOptions {
   std::string lse;
-  BackendRequest backend{"cpu-ref", "", 0};
   int splits = 0;
   bool splits_given = false;  // else: the case's num_kv_splits
-  bool json = false;
 };
 
 int run_decode(const DecodeOptions& o) {
@@ -72,23 +68,18 @@ int run_decode(const DecodeOptions& o) {
 }  // namespace
 
 Command add_decode(CLI::App& parent) {
-  auto o = std::make_shared<DecodeOptions>();
-  CLI::App* app = parent.add_subcommand("decode", "Decode attention over a case's cache and query");
-  app->add_option("CASE", o->case_dir, "Case directory (meta.json, query, kv_cache, block_table, seq_lens)")
-      ->required()
-      ->check(non_empty_path());
-  app->add_option("--out", o->out, "Output .npy, float32 [B, Hq, D]")->required()->check(non_empty_path());
-  app->add_option("--lse", o->lse, "Also write the log-sum-exp, float32 [B, Hq] (natural log)")
-      ->check(non_empty_path());
-  add_backend_options(app, &o->backend);
-  CLI::Option* splits =
-      app->add_option("--splits", o->splits, "KV splits per sequence (default: the case's num_kv_splits)")
-          ->transform(int32_value());
-  app->add_flag("--json", o->json, "Print one JSON object");
-  return Command{app, [o, splits] {
-                   o->splits_given = splits->count() > 0;
-                   return run_decode(*o);
-                 }};
+  return case_run_command(
+      parent,
+      {"decode", "Decode attention over a case's cache and query", "meta.json, query, kv_cache, block_table, seq_lens",
+       "Output .npy, float32 [B, Hq, D]", /*out_required=*/true},
+      [](CLI::App* app, DecodeOptions* o) {
+        app->add_option("--lse", o->lse, "Also write the log-sum-exp, float32 [B, Hq] (natural log)")
+            ->check(non_empty_path());
+        app->add_option("--splits", o->splits, "KV splits per sequence (default: the case's num_kv_splits)")
+            ->transform(int32_value())
+            ->each([o](const std::string&) { o->splits_given = true; });
+      },
+      run_decode);
 }
 
 }  // namespace tq

@@ -19,12 +19,7 @@ namespace io = turboquant::io;
 using turboquant::BlockLayout;
 using turboquant::MetaField;
 
-struct EncodeOptions {
-  std::string case_dir;
-  std::string out;
-  BackendRequest backend{"cpu-ref", "", 0};
-  bool json = false;
-};
+using EncodeOptions = CaseRunOptions;
 
 struct Agreement {
   std::int64_t bytes = 0, bytes_equal = 0;
@@ -170,16 +165,11 @@ int run_encode(const EncodeOptions& o) {
 }  // namespace
 
 Command add_encode(CLI::App& parent) {
-  auto o = std::make_shared<EncodeOptions>();
-  CLI::App* app = parent.add_subcommand("encode", "Encode a case's keys/values/slot_mapping into a cache");
-  app->add_option("CASE", o->case_dir, "Case directory (meta.json, keys.npy, values.npy, slot_mapping.npy)")
-      ->required()
-      ->check(non_empty_path());
-  app->add_option("--out", o->out, "Write the cache here (.npy uint8, the shape of the case's kv_cache)")
-      ->check(non_empty_path());
-  add_backend_options(app, &o->backend);
-  app->add_flag("--json", o->json, "Print one JSON object");
-  return Command{app, [o] { return run_encode(*o); }};
+  return case_run_command(parent,
+                          {"encode", "Encode a case's keys/values/slot_mapping into a cache",
+                           "meta.json, keys.npy, values.npy, slot_mapping.npy",
+                           "Write the cache here (.npy uint8, the shape of the case's kv_cache)"},
+                          [](CLI::App*, EncodeOptions*) {}, run_encode);
 }
 
 }  // namespace tq

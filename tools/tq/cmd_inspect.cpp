@@ -291,9 +291,7 @@ Command add_inspect(CLI::App& parent) {
       parent.add_subcommand("inspect",
                             "What is in a case's cache: blocks, metadata ranges, code histograms. Exit 1 when "
                             "referenced slots hold non-finite metadata");
-  app->add_option("CASE", o->case_dir, "Case directory (meta.json, kv_cache; block_table, seq_lens, slot_mapping)")
-      ->required()
-      ->check(non_empty_path());
+  add_case_argument(app, &o->case_dir, "meta.json, kv_cache; block_table, seq_lens, slot_mapping");
   app->add_flag("--json", o->json, "Print one JSON object");
   return Command{app, [o] { return run_inspect(*o); }};
 }

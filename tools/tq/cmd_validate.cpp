@@ -163,9 +163,7 @@ Command add_validate(CLI::App& parent) {
   auto o = std::make_shared<ValidateOptions>();
   CLI::App* app =
       parent.add_subcommand("validate", "Compare a decode output with the golden model and float64 oracles");
-  app->add_option("CASE", o->case_dir, "Case directory (meta.json, query, kv_cache, block_table, seq_lens)")
-      ->required()
-      ->check(non_empty_path());
+  add_case_argument(app, &o->case_dir, "meta.json, query, kv_cache, block_table, seq_lens");
   app->add_option("--output", o->output, "Output to check: a path, or a file name in CASE; float [B, Hq, D]")
       ->capture_default_str()
       ->check(non_empty_path());

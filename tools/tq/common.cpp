@@ -24,6 +24,10 @@ CLI::Validator non_empty_path() {
                         "PATH");
 }
 
+void add_case_argument(CLI::App* app, std::string* dir, const std::string& files) {
+  app->add_option("CASE", *dir, "Case directory (" + files + ")")->required()->check(non_empty_path());
+}
+
 namespace {
 
 template <class T>

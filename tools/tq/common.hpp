@@ -59,6 +59,9 @@ struct Command {
 // For path options and CASE arguments: an empty string ("--out ''", an unset
 // shell variable) is an error naming the option, not "no path given".
 CLI::Validator non_empty_path();
+// The CASE argument of the commands that read a case directory (required,
+// non-empty); `files` names what the command reads from it.
+void add_case_argument(CLI::App* app, std::string* dir, const std::string& files);
 // For integer options (->transform): the value must be a decimal integer that
 // fits the option's type, else "--block: 99999999999999999999 is outside
 // [-9223372036854775808, 9223372036854775807]" or "--seed: -1 is not a

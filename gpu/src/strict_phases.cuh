@@ -168,10 +168,9 @@ __device__ __forceinline__ void strict_tile_values(float (&acc)[H][E], float alp
     const std::uint32_t bits = row_bits<VB * E>(raw[t], value_bit);
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-      // core::dequant_value(code, scale, zero) = fma_rn(float(code), scale, zero), with
       // float(code) formed exactly as (2^23 + code) - 2^23 (no quarter-rate I2F).
       const float code = __fsub_rn(__uint_as_float(0x4b000000u | ((bits >> (VB * e)) & ((1u << VB) - 1))), 8388608.0f);
-      const float v = core::fma_rn(code, m.x, m.y);
+      const float v = core::dequant_value(code, m.x, m.y);
 #pragma unroll
       for (int g = 0; g < H; ++g) acc[g][e] = core::accumulate(acc[g][e], pr[g], v);
     }

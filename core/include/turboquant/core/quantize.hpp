@@ -90,6 +90,9 @@ TQ_HD float value_quotient(float v, const ValueParams& p) { return div_rn(sub_rn
 TQ_HD int value_code(float v, const ValueParams& p, int bits) { return value_code_of_quotient(value_quotient(v, p), bits); }
 
 // Reconstruction from the stored fp16 scale and zero (already widened to fp32).
-TQ_HD float dequant_value(int code, float scale, float zero) { return fma_rn(static_cast<float>(code), scale, zero); }
+// The code as a float is exact (< 2^24), so a backend that forms it some other
+// way (the strict CUDA kernel: (2^23 + code) - 2^23, no I2F) calls the float form.
+TQ_HD float dequant_value(float exact_code, float scale, float zero) { return fma_rn(exact_code, scale, zero); }
+TQ_HD float dequant_value(int code, float scale, float zero) { return dequant_value(static_cast<float>(code), scale, zero); }
 
 }  // namespace turboquant::core

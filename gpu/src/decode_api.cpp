@@ -8,6 +8,7 @@
 #include "arg_checks.hpp"
 #include "decode_setup.hpp"
 #include "launch.hpp"
+#include "turboquant/core/partial_layout.hpp"
 #include "turboquant/cuda.hpp"
 #include "turboquant/detail/validate.hpp"
 
@@ -15,18 +16,16 @@ namespace turboquant::cuda {
 namespace detail {
 
 WorkspaceLayout workspace_layout(int batch, int num_q_heads, int num_splits, int head_dim) {
-  std::size_t partials = 0, acc_bytes = 0, ml_bytes = 0;
   WorkspaceLayout w;
-  if (__builtin_mul_overflow(std::size_t(batch), std::size_t(num_q_heads), &partials) ||
-      __builtin_mul_overflow(partials, std::size_t(num_splits), &partials) ||
-      __builtin_mul_overflow(partials, std::size_t(head_dim) * sizeof(float), &acc_bytes) ||
-      __builtin_mul_overflow(partials, 2 * sizeof(float), &ml_bytes) || acc_bytes > kOverflow / 2 ||
-      ml_bytes > kOverflow / 2) {
+  // Rows are (sequence, query head); the kernels index the same layout.
+  const core::PartialLayout partials{head_dim, num_splits, std::int64_t{batch} * num_q_heads};
+  const std::int64_t total = partials.total_bytes();
+  if (batch < 0 || num_q_heads < 0 || num_splits < 0 || head_dim < 0 || total < 0) {
     w.total = kOverflow;
     return w;
   }
-  w.ml_offset = align_up(acc_bytes);
-  w.total = w.ml_offset + align_up(ml_bytes);
+  w.ml_offset = static_cast<std::size_t>(partials.ml_region_offset());
+  w.total = static_cast<std::size_t>(total);
   return w;
 }
 

@@ -10,15 +10,15 @@
 #include <limits>
 
 #include "params.hpp"
+#include "turboquant/core/partial_layout.hpp"
 #include "turboquant/cuda.hpp"
 
 namespace turboquant::cuda::detail {
 
-inline constexpr std::size_t kWorkspaceAlign = 256;
+inline constexpr std::size_t kWorkspaceAlign = core::PartialLayout::kRegionAlign;  // the workspace base, as its regions
 inline constexpr int kMaxGridYZ = 65535;
 inline constexpr std::size_t kOverflow = std::numeric_limits<std::size_t>::max();
 
-inline std::size_t align_up(std::size_t x) { return (x + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
 
 // Fast mode may cut a sequence into more splits than num_splits when the batch
 // is small (more blocks in flight); the workspace is sized for this many.

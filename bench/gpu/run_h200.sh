@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # One full device session: build, tests, benchmarks, sanitizers; logs to $OUT.
 #   bash bench/gpu/run_h200.sh [steps]   steps: comma list of
-#   build,test,bench,sdpa,memcheck,racecheck,initcheck,synccheck,sass,ncu
-#   (default: all but sass and ncu)
+#   build,test,ctest,bench,compare,sdpa,memcheck,racecheck,initcheck,synccheck,sass,ncu
+#   (default: all but ctest, compare, sass and ncu)
+#   ctest     the whole suite (CPU, tool, reliability and GPU tests; the cross-backend
+#             tests then include the CUDA backends); builds every target
+#   compare   bench_gpu of $TQ_BASELINE_BENCH (a binary of an earlier commit, carried)
+#             and of this tree, interleaved TQ_COMPARE_ROUNDS times (default 3), then
+#             bench/gpu/compare_bench.py (exit 1 if a ratio exceeds 1.02)
 # Stops starting new steps when less than TQ_RESERVE_S seconds of the
 # TQ_BUDGET_S budget remain (the device command limit is 600 s).
 set -u
@@ -32,30 +37,42 @@ source .gpu-deps/setup.sh > "$OUT/info.log" 2>&1
 B=build-gpu
 build() {
   local cfg=(-S . -B $B -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release -DTURBOQUANT_ENABLE_CUDA=ON)
-  if ! cmake "${cfg[@]}" -DTURBOQUANT_ENABLE_BENCH=ON -DTURBOQUANT_ENABLE_TOOLS=OFF; then
+  local tools=OFF
+  [[ ",$steps," == *",ctest,"* ]] && tools=ON
+  if ! cmake "${cfg[@]}" -DTURBOQUANT_ENABLE_BENCH=ON -DTURBOQUANT_ENABLE_TOOLS=$tools; then
     echo "configure with benchmarks failed; retrying without (bench_gpu built by hand)"
     cmake "${cfg[@]}" -DTURBOQUANT_ENABLE_BENCH=OFF -DTURBOQUANT_ENABLE_TOOLS=OFF || return 1
   fi
-  cmake --build $B --target test_gpu -j16 || return 1
+  if [[ $tools == ON ]]; then cmake --build $B -j16 || return 1; else cmake --build $B --target test_gpu -j16 || return 1; fi
   if cmake --build $B --target help | grep -q bench_gpu; then
     cmake --build $B --target bench_gpu -j16 || return 1
   else
     mkdir -p $B/bench/gpu
     nvcc -std=c++20 -O3 -arch=sm_90 -Icore/include -Iinclude bench/gpu/bench_gpu.cu \
-      $B/gpu/libturboquant_cuda.a $B/core/libturboquant_core.a -o $B/bench/gpu/bench_gpu || return 1
+      $B/gpu/libturboquant_cuda.a $B/src/libturboquant_core.a -o $B/bench/gpu/bench_gpu || return 1
   fi
 }
-export -f build
-export B
+compare() {
+  local rounds=${TQ_COMPARE_ROUNDS:-3} i
+  for ((i = 1; i <= rounds; ++i)); do
+    "$TQ_BASELINE_BENCH" --csv "$OUT/compare-baseline-$i.csv" > /dev/null || return 1
+    $B/bench/gpu/bench_gpu --csv "$OUT/compare-current-$i.csv" > /dev/null || return 1
+  done
+  python3 bench/gpu/compare_bench.py --baseline "$OUT"/compare-baseline-*.csv --current "$OUT"/compare-current-*.csv
+}
+export -f build compare
+export B OUT steps
 has build && { run_step build 300 bash -c build || { log "build failed"; exit 1; }; }
 has test && run_step test 200 $B/tests/test_gpu --gtest_color=no
+has ctest && run_step ctest 300 bash -c "cd $B && ctest -j16 --output-on-failure"
 has bench && run_step bench 150 $B/bench/gpu/bench_gpu --csv "$OUT/bench.csv"
+has compare && run_step compare 200 bash -c compare
 has sdpa && PYTHONUNBUFFERED=1 run_step sdpa 90 python3 bench/gpu/sdpa_baseline.py --csv "$OUT/sdpa.csv"
-SAN_FILTER='GpuCases.*:GpuGraph.*:GpuDecode.LargeGrid*:GpuEncode.Misaligned*'
+SAN_FILTER='GpuCases.*:GpuGraph.*:GpuPlan.*:GpuDeviceHelpers.*:GpuDecode.LargeGrid*:GpuEncode.Misaligned*'
 has memcheck && run_step memcheck 120 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
   $B/tests/test_gpu --gtest_filter="$SAN_FILTER" --gtest_color=no
 has racecheck && run_step racecheck 120 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 \
-  $B/tests/test_gpu --gtest_filter="GpuCases.*:GpuDecode.LargeGrid*:GpuEncode.Misaligned*" --gtest_color=no
+  $B/tests/test_gpu --gtest_filter="GpuCases.*:GpuPlan.*:GpuDeviceHelpers.*:GpuDecode.LargeGrid*:GpuEncode.Misaligned*" --gtest_color=no
 has initcheck && run_step initcheck 150 compute-sanitizer --tool initcheck --error-exitcode 9 \
   $B/tests/test_gpu --gtest_filter="$SAN_FILTER" --gtest_color=no
 has synccheck && run_step synccheck 120 compute-sanitizer --tool synccheck --error-exitcode 9 \
@@ -64,7 +81,7 @@ if has sass; then  # SASS of the main instantiations (D 128, GQA 4), for instruc
   o=$B/gpu/CMakeFiles/turboquant_cuda.dir/src
   cuobjdump -sass -fun '_ZN10turboquant4cuda6detail18fast_decode_kernelILi128ELi4ELi4EEEvNS1_12DecodeParamsE' $o/fast_kernels_d128.cu.o > "$OUT/fast_128_4_4.sass" 2>&1
   cuobjdump -sass -fun '_ZN10turboquant4cuda6detail20strict_decode_kernelILi128ELi4ELi4ELi4EEEvNS1_12DecodeParamsE' $o/strict_kernels_d128.cu.o > "$OUT/strict_128_4_4_4.sass" 2>&1
-  cuobjdump -sass -fun '_ZN10turboquant4cuda6detail13encode_kernelILi128ELb0ELNS_5DTypeE2ELb1EEEvNS1_12EncodeParamsE' $o/encode_kernels.cu.o > "$OUT/encode_128_bf16.sass" 2>&1
+  cuobjdump -sass -fun '_ZN10turboquant4cuda6detail13encode_kernelILi128ELb0ELNS_4core5DTypeE2ELb1EEEvNS1_12EncodeParamsE' $o/encode_kernels.cu.o > "$OUT/encode_128_bf16.sass" 2>&1
 fi
 if has ncu; then
   NCU_SECTIONS="--section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats --section ComputeWorkloadAnalysis"

@@ -1,5 +1,7 @@
 // "cuda:strict" and "cuda:fast": turboquant::cuda through its host-pointer
 // wrappers (copy in, run, copy out; synchronous). Built only with CUDA.
+#include <string>
+
 #include "registry.hpp"
 #include "turboquant/cuda.hpp"
 
@@ -9,9 +11,11 @@ namespace {
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(bool fast)
-      : info_(kCudaBackends[fast ? 1 : 0]), mode_(fast ? cuda::CudaMode::kFast : cuda::CudaMode::kStrict) {}
+      : info_(kCudaBackends[fast ? 1 : 0]),
+        mode_(fast ? cuda::CudaMode::kFast : cuda::CudaMode::kStrict),
+        description_(std::string(info_.description) + "; head_dim " + head_dims()) {}
   std::string_view name() const override { return info_.name; }
-  std::string_view description() const override { return info_.description; }
+  std::string_view description() const override { return description_; }
   // Asked on every call, never cached: a process may lose its device, and a
   // forked child must not trust its parent's answer.
   Status status() const override { return cuda::device_status(); }
@@ -39,8 +43,16 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // "64, 128, 256": the head_dims this build's kernels are instantiated for.
+  static std::string head_dims() {
+    std::string s;
+    for (int d : cuda::supported_head_dims()) s += (s.empty() ? "" : ", ") + std::to_string(d);
+    return s;
+  }
+
   const CudaBackendInfo& info_;
   cuda::CudaMode mode_;
+  std::string description_;
 };
 
 }  // namespace

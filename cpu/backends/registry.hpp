@@ -23,13 +23,11 @@ struct CudaBackendInfo {
   bool exact_decode;
 };
 inline constexpr CudaBackendInfo kCudaBackends[2] = {
-    {"cuda:strict",
-     "CUDA, fp32 CUDA-core kernels: the golden model's bits (decode and encode; head_dim 64, 128, 256; no "
-     "dequantize yet)",
+    {"cuda:strict", "CUDA, fp32 CUDA-core kernels: the golden model's bits (decode and encode; no dequantize yet)",
      true},
     {"cuda:fast",
-     "CUDA, tensor-core decode (relative L2 <= 1e-3 vs the golden model, a split plan of its own), the exact "
-     "encode (head_dim 64, 128, 256; no dequantize yet)",
+     "CUDA, tensor-core decode (relative L2 <= 1e-3 vs the golden model, a split plan of its own) and the exact "
+     "encode (no dequantize yet)",
      false},
 };
 

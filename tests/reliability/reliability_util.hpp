@@ -19,11 +19,10 @@
 
 #include "common/f64_oracle.hpp"
 #include "common/random_problem.hpp"
-#include "turboquant/core/token_codec.hpp"
-#include "turboquant/detail/elements.hpp"
-#include "turboquant/turboquant.hpp"
 #include "turboquant/backend.hpp"
+#include "turboquant/core/token_codec.hpp"
 #include "turboquant/cpu.hpp"
+#include "turboquant/turboquant.hpp"
 #define TQ_REL_HAVE_CPU 1  // the fast CPU backend is always built
 
 namespace tq_rel {
@@ -228,18 +227,9 @@ inline void f64_attention_streaming(const tqt::OracleInput& in, std::vector<doub
 // Re-encodes p.keys / p.values (after a test changed them) into a zeroed cache.
 inline Status reencode(tqt::Problem& p, DType dtype = DType::kFloat32) {
   std::fill(p.cache.begin(), p.cache.end(), 0);
-  std::vector<std::uint8_t> k(p.keys.size() * dtype_size(dtype)), v(k.size());
-  for (std::size_t i = 0; i < p.keys.size(); ++i) {
-    detail::store_element(k.data(), dtype, std::int64_t(i), p.keys[i]);
-    detail::store_element(v.data(), dtype, std::int64_t(i), p.values[i]);
-  }
-  EncodeArgs e;
-  e.keys = {k.data(), k.size()};
-  e.values = {v.data(), v.size()};
-  e.dtype = dtype;
-  e.num_tokens = static_cast<std::int64_t>(p.slots.size());
-  e.slot_mapping = {p.slots.data(), p.slots.size() * 8};
-  return encode_reference(CacheView{p.layout, p.cache.data(), p.num_blocks}, e);
+  const std::vector<std::uint8_t> k = tqt::as_dtype_bytes(p.keys, dtype), v = tqt::as_dtype_bytes(p.values, dtype);
+  return encode_reference(CacheView{p.layout, p.cache.data(), p.num_blocks},
+                          tqt::host_encode_args(tqt::bytes_of(k), tqt::bytes_of(v), dtype, p.slots));
 }
 
 // The float64 oracle's input for a decode call over host buffers.

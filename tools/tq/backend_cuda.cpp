@@ -10,6 +10,7 @@
 #include "backend.hpp"
 #include "common.hpp"
 #include "turboquant/cuda.hpp"
+#include "turboquant/cuda/device_buffer.hpp"
 
 namespace tq {
 namespace {
@@ -20,30 +21,10 @@ using turboquant::ConstCacheView;
 using turboquant::DecodeArgs;
 using turboquant::EncodeArgs;
 
+using turboquant::cuda::detail::DeviceBuffer;
+
 Status cuda_status(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return Status();
-  return Status(StatusCode::kDeviceError, std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-struct CudaFree {
-  void operator()(void* p) const { cudaFree(p); }
-};
-// Device memory, freed on scope exit.
-using DeviceMemory = std::unique_ptr<void, CudaFree>;
-
-// `bytes` of device memory (at least 256, so that an empty buffer still has an
-// address), holding a copy of `host` when it is given.
-Status device_copy(const void* host, std::size_t bytes, DeviceMemory* out) {
-  void* p = nullptr;
-  if (Status s = cuda_status(cudaMalloc(&p, std::max<std::size_t>(bytes, 256)), "cudaMalloc"); !s.ok()) return s;
-  out->reset(p);
-  if (host == nullptr || bytes == 0) return Status();
-  return cuda_status(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
-}
-
-Status copy_to_host(void* host, const DeviceMemory& device, std::size_t bytes) {
-  if (host == nullptr || bytes == 0) return Status();
-  return cuda_status(cudaMemcpy(host, device.get(), bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+  return e == cudaSuccess ? Status() : turboquant::cuda::detail::device_error(e, what);
 }
 
 // Milliseconds of `fn` on the default stream, between two events.
@@ -76,14 +57,13 @@ class CudaBackend final : public Backend {
     if (Status s = turboquant::validate_decode(cache, args); !s.ok()) return s;
     const std::size_t work_bytes =
         tqc::decode_workspace_bytes(args.batch, args.num_q_heads, args.num_splits, cache.layout.format.head_dim);
-    DeviceMemory dcache, query, table, lens, out, lse, rotation, workspace;
-    for (Status s : {device_copy(cache.data, static_cast<std::size_t>(cache.bytes()), &dcache),
-                     device_copy(args.query.data, args.query.bytes, &query),
-                     device_copy(args.block_table.data, args.block_table.bytes, &table),
-                     device_copy(args.seq_lens.data, args.seq_lens.bytes, &lens),
-                     device_copy(nullptr, args.out.bytes, &out), device_copy(nullptr, args.lse.bytes, &lse),
-                     device_copy(args.rotation.data, args.rotation.bytes, &rotation),
-                     device_copy(nullptr, work_bytes, &workspace)}) {
+    DeviceBuffer dcache, query, table, lens, out, lse, rotation, workspace;
+    for (Status s : {dcache.upload(cache.data, static_cast<std::size_t>(cache.bytes())),
+                     query.upload(args.query.data, args.query.bytes),
+                     table.upload(args.block_table.data, args.block_table.bytes),
+                     lens.upload(args.seq_lens.data, args.seq_lens.bytes), out.allocate(args.out.bytes),
+                     lse.allocate(args.lse.bytes), rotation.upload(args.rotation.data, args.rotation.bytes),
+                     workspace.allocate(work_bytes)}) {
       if (!s.ok()) return s;
     }
     const ConstCacheView dview(cache.layout, static_cast<const std::uint8_t*>(dcache.get()), cache.num_blocks);
@@ -109,18 +89,18 @@ class CudaBackend final : public Backend {
       // Kernels are short: take more runs, up to the plan's time.
       if (n >= std::max(plan.max_runs, 50) || (n >= plan.min_runs && total >= plan.min_seconds * 1e3)) break;
     }
-    if (Status s = copy_to_host(args.out.data, out, args.out.bytes); !s.ok()) return s;
-    return copy_to_host(args.lse.data, lse, args.lse.bytes);
+    if (Status s = out.download(args.out.data); !s.ok()) return s;
+    return lse.download(args.lse.data);
   }
 
   Status timed_encode(const CacheView& cache, const EncodeArgs& args, double* ms) override {
     if (Status s = turboquant::validate_encode(cache, args); !s.ok()) return s;
     const auto cache_bytes = static_cast<std::size_t>(cache.bytes());
-    DeviceMemory dcache, keys, values, slots, rotation;
-    for (Status s : {device_copy(cache.data, cache_bytes, &dcache), device_copy(args.keys.data, args.keys.bytes, &keys),
-                     device_copy(args.values.data, args.values.bytes, &values),
-                     device_copy(args.slot_mapping.data, args.slot_mapping.bytes, &slots),
-                     device_copy(args.rotation.data, args.rotation.bytes, &rotation)}) {
+    DeviceBuffer dcache, keys, values, slots, rotation;
+    for (Status s : {dcache.upload(cache.data, cache_bytes), keys.upload(args.keys.data, args.keys.bytes),
+                     values.upload(args.values.data, args.values.bytes),
+                     slots.upload(args.slot_mapping.data, args.slot_mapping.bytes),
+                     rotation.upload(args.rotation.data, args.rotation.bytes)}) {
       if (!s.ok()) return s;
     }
     const CacheView dview{cache.layout, static_cast<std::uint8_t*>(dcache.get()), cache.num_blocks};
@@ -133,14 +113,14 @@ class CudaBackend final : public Backend {
     double warm = 0;  // the same bytes again: encoding is idempotent
     if (Status s = time_on_device(run, &warm); !s.ok()) return s;
     if (Status s = time_on_device(run, ms); !s.ok()) return s;
-    return copy_to_host(cache.data, dcache, cache_bytes);
+    return dcache.download(cache.data);
   }
 
   // Device-to-device copy of 1 GiB, counting bytes read plus bytes written.
   double probe_gbps() override {
     constexpr std::size_t kBytes = std::size_t{1} << 30;
-    DeviceMemory a, b;
-    if (!device_copy(nullptr, kBytes, &a).ok() || !device_copy(nullptr, kBytes, &b).ok()) return 0;
+    DeviceBuffer a, b;
+    if (!a.allocate(kBytes).ok() || !b.allocate(kBytes).ok()) return 0;
     double best = 0;
     for (int i = 0; i < 5; ++i) {
       double ms = 0;

@@ -273,16 +273,7 @@ struct DecodeKernels : DecodeTileOps<A> {
 
   // The decode item for the call's format.
   static void decode_item(const DecodeProblem& p, int b, int h, int s, float* scratch) {
-    const core::Format& f = p.layout.format;
-    const int k = f.key_bits;
-    if (f.value_bits == 4) {
-      if (k == 4) return item<4, 4>(p, b, h, s, scratch);
-      if (k == 3) return item<3, 4>(p, b, h, s, scratch);
-      return item<8, 4>(p, b, h, s, scratch);
-    }
-    if (k == 4) return item<4, 3>(p, b, h, s, scratch);
-    if (k == 3) return item<3, 3>(p, b, h, s, scratch);
-    return item<8, 3>(p, b, h, s, scratch);
+    core::visit_bits(p.layout.format, [&]<int KB, int VB>() { item<KB, VB>(p, b, h, s, scratch); });
   }
 };
 

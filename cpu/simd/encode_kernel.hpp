@@ -219,15 +219,7 @@ struct EncodeKernels {
   }
 
   static void encode_tokens(const EncodeProblem& p, std::int64_t begin, std::int64_t end) {
-    const core::Format& f = p.layout.format;
-    if (f.value_bits == 4) {
-      if (f.key_bits == 4) return tokens<4, 4>(p, begin, end);
-      if (f.key_bits == 3) return tokens<3, 4>(p, begin, end);
-      return tokens<8, 4>(p, begin, end);
-    }
-    if (f.key_bits == 4) return tokens<4, 3>(p, begin, end);
-    if (f.key_bits == 3) return tokens<3, 3>(p, begin, end);
-    return tokens<8, 3>(p, begin, end);
+    core::visit_bits(p.layout.format, [&]<int KB, int VB>() { tokens<KB, VB>(p, begin, end); });
   }
 };
 

@@ -2,6 +2,8 @@
 // block_layout.hpp also static_assert them at compile time).
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "turboquant/format.hpp"
 
 namespace turboquant {
@@ -126,6 +128,23 @@ TEST(Layout, PresetNames) {
   EXPECT_EQ(preset_from_name("3bit_nc"), Preset::k3BitNc);
   EXPECT_FALSE(preset_from_name("turboquant_5bit").has_value());
   EXPECT_FALSE(preset_from_name("").has_value());
+}
+
+// visit_bits is the one bit-pair dispatch of the templated CPU kernels: every
+// valid (key bits, value bits) reaches the instantiation of exactly that pair.
+TEST(Format, VisitBitsReachesTheFormatsOwnPair) {
+  int visited = 0;
+  for (int key_bits : {3, 4, core::kFp8KeyBits}) {
+    for (int value_bits : {3, 4}) {
+      const core::Format f = core::make_format(128, key_bits, value_bits);
+      ASSERT_EQ(core::format_problem(f), nullptr);
+      const auto [kb, vb] = core::visit_bits(f, []<int KB, int VB>() { return std::pair<int, int>{KB, VB}; });
+      EXPECT_EQ(kb, key_bits);
+      EXPECT_EQ(vb, value_bits);
+      ++visited;
+    }
+  }
+  EXPECT_EQ(visited, 6);
 }
 
 }  // namespace

@@ -90,6 +90,23 @@ TQ_HD constexpr Format make_format(int head_dim, int key_bits, int value_bits, b
   return Format{key_bits, value_bits, norm_correction, head_dim};
 }
 
+// The one list of (key bits, value bits) a valid format has (format_problem):
+// calls fn.template operator()<KeyBits, ValueBits>() for f's pair, so a backend
+// whose kernels are templated on the bits dispatches without a ladder of its own:
+//   visit_bits(f, [&]<int KB, int VB>() { return kernel<KB, VB>(...); });
+// A format format_problem rejects must not reach it (it takes the FP8 / 3-bit branch).
+template <class Fn>
+TQ_HD decltype(auto) visit_bits(const Format& f, Fn&& fn) {
+  if (f.value_bits == 4) {
+    if (f.key_bits == 4) return fn.template operator()<4, 4>();
+    if (f.key_bits == 3) return fn.template operator()<3, 4>();
+    return fn.template operator()<kFp8KeyBits, 4>();
+  }
+  if (f.key_bits == 4) return fn.template operator()<4, 3>();
+  if (f.key_bits == 3) return fn.template operator()<3, 3>();
+  return fn.template operator()<kFp8KeyBits, 3>();
+}
+
 // Canonical sizes (facts §b), frozen at compile time.
 struct CanonicalSlot {
   Preset preset;

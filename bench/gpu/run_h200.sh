@@ -64,9 +64,9 @@ export -f build compare
 export B OUT steps
 has build && { run_step build 300 bash -c build || { log "build failed"; exit 1; }; }
 has test && run_step test 200 $B/tests/test_gpu --gtest_color=no
-has ctest && run_step ctest 300 bash -c "cd $B && ctest -j16 --output-on-failure"
 has bench && run_step bench 150 $B/bench/gpu/bench_gpu --csv "$OUT/bench.csv"
 has compare && run_step compare 200 bash -c compare
+has ctest && run_step ctest 300 bash -c "cd $B && ctest -j16 --output-on-failure"
 has sdpa && PYTHONUNBUFFERED=1 run_step sdpa 90 python3 bench/gpu/sdpa_baseline.py --csv "$OUT/sdpa.csv"
 SAN_FILTER='GpuCases.*:GpuGraph.*:GpuPlan.*:GpuDeviceHelpers.*:GpuDecode.LargeGrid*:GpuEncode.Misaligned*'
 has memcheck && run_step memcheck 120 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \

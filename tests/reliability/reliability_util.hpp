@@ -44,11 +44,23 @@ inline std::uint32_t seed(std::uint32_t fallback) {
 struct DecodeBackend {
   std::string name;
   std::function<Status(const ConstCacheView&, const DecodeArgs&)> decode;
+  const Backend* backend = nullptr;  // the registry's entry (for supports())
+  BackendOptions options;
 };
 struct EncodeBackend {
   std::string name;
   std::function<Status(const CacheView&, const EncodeArgs&)> encode;
+  const Backend* backend = nullptr;
+  BackendOptions options;
 };
+
+// Whether `be` implements calls shaped like `args` (e.g. the CUDA backends'
+// head_dims): a test of a shape some backend does not implement skips that
+// backend, which must say so as kUnsupported rather than fail some other way.
+template <class Entry, class View, class Args>
+bool implements(const Entry& be, const View& view, const Args& args) {
+  return be.backend == nullptr || be.backend->supports(view, args, be.options).code() != StatusCode::kUnsupported;
+}
 
 // The registry's backends (turboquant/backend.hpp) that run here and whose
 // results the tests compare with the golden model's bits: every available
@@ -64,12 +76,13 @@ std::vector<Entry> exact_backends(bool decode, Call call) {
     if (!b->available() || (decode && !b->exact_decode())) continue;
     const std::string name(b->name());
     if (!b->threaded()) {
-      v.push_back({name == "cpu-ref" ? "reference" : name, call(b, BackendOptions{})});
+      v.push_back({name == "cpu-ref" ? "reference" : name, call(b, BackendOptions{}), b, BackendOptions{}});
       continue;
     }
     const std::vector<int> thread_counts = name == cpu_backend_name() ? std::vector<int>{1, 2} : std::vector<int>{2};
     for (int threads : thread_counts) {
-      v.push_back({name + "(threads=" + std::to_string(threads) + ")", call(b, BackendOptions{threads})});
+      v.push_back({name + "(threads=" + std::to_string(threads) + ")", call(b, BackendOptions{threads}), b,
+                   BackendOptions{threads}});
     }
   }
   return v;

@@ -60,6 +60,10 @@ TEST(Long, OneMillionTokensMatchFloat64AndEveryBackend) {
           tqt::host_decode_args(tqt::bytes_of(query), 2, 2, tqt::bytes_of(tables), max_blocks, tqt::bytes_of(lens),
                                 1.0f / std::sqrt(32.0f), splits, tqt::writable_bytes_of(out), tqt::writable_bytes_of(lse));
       const ConstCacheView view(l, cache.data(), physical);
+      if (!implements(be, view, a)) {  // head_dim 32: not a CUDA instance
+        std::printf("[ SKIPPED  ] %s does not implement head_dim %d\n", be.name.c_str(), l.format.head_dim);
+        continue;
+      }
       ASSERT_TRUE(be.decode(view, a).ok()) << be.name;
       EXPECT_TRUE(all_finite(out)) << be.name;
       if (be.name == "reference") {

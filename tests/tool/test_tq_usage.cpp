@@ -16,7 +16,7 @@ namespace {
 using namespace tq_test;
 namespace io = turboquant::io;
 
-const char* const kCommands[] = {"info", "codebook", "encode", "decode", "validate", "inspect", "bench", "isas"};
+const char* const kCommands[] = {"info", "codebook", "encode", "decode", "validate", "inspect", "bench", "isas", "backends"};
 
 // Exit `code`, one line on stderr starting with `prefix`, holding every fragment.
 void expect_one_line(const Result& r, int code, const std::string& prefix, const std::vector<std::string>& fragments) {

@@ -32,6 +32,7 @@ class FastTileLoader {
                                             core::TokenRange range, int kv_head, int warp, int lane, int my_tiles)
       : p_(p), block_row_(block_row), my_tiles_(my_tiles), lane_(lane) {
     const core::BlockLayout l = T::layout(p.layout);
+    block_bytes_ = l.block_bytes();  // core's block_base(b) = b * block_bytes(), hoisted out of the issue loop
     // Offsets inside a block fit in 32 bits (the host sends blocks of 2^31
     // bytes and more to the strict kernel).
     record_stride_ = static_cast<int>(l.token_stride());  // between slots of one head
@@ -58,7 +59,7 @@ class FastTileLoader {
   // Issues the copies of the cursor's tile into stage `dst` (the caller
   // commits the group) and advances the cursor to this warp's next tile.
   __device__ __forceinline__ void issue(std::uint8_t* dst) {
-    const std::uint8_t* block = p_.cache + T::layout(p_.layout).block_base(block_);
+    const std::uint8_t* block = p_.cache + block_ * block_bytes_;  // = layout.block_base(block_)
     const std::uint8_t* first = block + slot_ * record_stride_;
     if constexpr (kEvenPieces) {
 #pragma unroll
@@ -98,6 +99,7 @@ class FastTileLoader {
   int meta_src_ = 0;
   int meta_dst_ = 0;
   int page_ = 0, slot_ = 0, block_ = 0;  // the cursor: the next tile this warp issues
+  std::int64_t block_bytes_ = 0;
   int issued_ = 0;
 };
 

@@ -59,7 +59,7 @@ Status dequantize_reference(const ConstCacheView& cache, const DequantizeArgs& a
       float* k = static_cast<float*>(a.keys.data) + (i * l.num_kv_heads + h) * dims;
       float* v = static_cast<float*>(a.values.data) + (i * l.num_kv_heads + h) * dims;
       core::decode_key_direction(l, block, t, h, *cb, direction);
-      const float norm = core::decode_key_norm(l, block, t, h);
+      const float norm = core::decode_key_norm(l, block, t, h, direction);
       if (!l.format.fp8_keys()) {
         for (int d = 0; d < dims; ++d) direction[d] = core::mul_rn(direction[d], norm);
         if (a.basis == Basis::kOriginal) {

@@ -110,7 +110,7 @@ class TileWalker {
  private:
   // Metadata field m of `slot` in `block`.
   [[gnu::always_inline]] const std::uint8_t* meta_at(const std::uint8_t* block, int m, int slot) const {
-    return block + meta_off_[m] + core::BlockLayout::kMetaTokenStride * slot;
+    return block + meta_off_[m] + l_.meta_token_stride() * slot;
   }
   template <int Hint>
   [[gnu::always_inline]] static void prefetch(const std::uint8_t* a) {

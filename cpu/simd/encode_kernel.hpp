@@ -158,7 +158,7 @@ struct EncodeKernels {
         S::template lookup<4>(codes, centroids, rec);
         for (int r = 0; r < R; ++r) sq[r] = fma_rn<A>(rec[r], rec[r], sq[r]);
       }
-      meta[nmeta] = l.format.norm_correction ? core::stored_key_norm(norm, S::reduce_one(sq), true) : norm;
+      meta[nmeta] = l.format.norm_folded_at_store() ? core::stored_key_norm(norm, S::reduce_one(sq), true) : norm;
       fields[nmeta++] = core::MetaField::kKeyNorm;
     }
 

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "head_dims.hpp"
+#include "turboquant/core/format.hpp"
 #include "turboquant/status.hpp"
 
 namespace turboquant::cuda::detail {
@@ -69,6 +70,14 @@ Status dispatch_bits(BitsList<B0, B...>, int key_bits, int value_bits, const cha
   } else {
     return dispatch_bits(BitsList<B...>{}, key_bits, value_bits, what, f);
   }
+}
+
+// f(std::integral_constant<core::LayoutKind, L>{}) for the cache's layout
+// kind: every kernel is instantiated for both (core::LayoutKind).
+template <class F>
+Status dispatch_layout(core::LayoutKind kind, F&& f) {
+  if (kind == core::LayoutKind::kAoS) return f(std::integral_constant<core::LayoutKind, core::LayoutKind::kAoS>{});
+  return f(std::integral_constant<core::LayoutKind, core::LayoutKind::kSoA>{});
 }
 
 }  // namespace turboquant::cuda::detail

@@ -283,7 +283,7 @@ __device__ __forceinline__ void encode_vector(const EncodeParams& p, const core:
       for (int x = 0; x < G::kElems; ++x) y[x] = cb.centroids[code[x]];  // c[idx], as encode_token_head reuses y
       // The correction's dot16 (shuffles of the whole group) only when it is used.
       const float stored =
-          f.norm_correction ? core::stored_key_norm(norm, group_dot16<D>(y, y, mask), true) : norm;
+          f.norm_folded_at_store() ? core::stored_key_norm(norm, group_dot16<D>(y, y, mask), true) : norm;
       if (sub == 0) core::write_meta(l, block, t, h, core::MetaField::kKeyNorm, stored);
     }
     stage_codes<D>(codes, sub, code);

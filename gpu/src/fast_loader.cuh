@@ -76,7 +76,7 @@ class FastTileLoader {
       }
     }
     if (lane_ < 2 * T::kMetaFields) {
-      cp_async<16>(dst + meta_dst_, block + meta_src_ + core::BlockLayout::kMetaTokenStride * slot_);
+      cp_async<16>(dst + meta_dst_, block + meta_src_ + 2 * slot_  /* SoA: meta_token_stride() */);
     }
     ++issued_;
     slot_ += kWarpStep;

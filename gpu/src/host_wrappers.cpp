@@ -35,7 +35,7 @@ Status download(std::initializer_list<ConstBuffer*> buffers, std::vector<std::ve
 
 // Copies from `src` to `dst` (two caches of layout l) exactly the bytes an
 // encode of these slots writes: each stored slot's record and metadata fields
-// of every KV head.
+// of every KV head (AoS: the record holds the fields, copied again here).
 void copy_written_slots(const BlockLayout& l, const std::int64_t* slots, std::int64_t num_tokens,
                         const std::uint8_t* src, std::uint8_t* dst) {
   for (std::int64_t i = 0; i < num_tokens; ++i) {
@@ -44,9 +44,9 @@ void copy_written_slots(const BlockLayout& l, const std::int64_t* slots, std::in
     const int t = static_cast<int>(slots[i] % l.block_size);
     for (int h = 0; h < l.num_kv_heads; ++h) {
       const std::int64_t record = base + l.key_data_offset(t, h);
-      std::memcpy(dst + record, src + record, static_cast<std::size_t>(l.format.data_bytes()));
+      std::memcpy(dst + record, src + record, static_cast<std::size_t>(l.format.record_bytes()));
       for (int f = 0; f < l.format.meta_fields(); ++f) {
-        const std::int64_t meta = base + l.meta_base(h, f) + std::int64_t{BlockLayout::kMetaTokenStride} * t;
+        const std::int64_t meta = base + l.meta_base(h, f) + l.meta_token_stride() * t;
         std::memcpy(dst + meta, src + meta, 2);
       }
     }

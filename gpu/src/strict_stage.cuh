@@ -120,7 +120,7 @@ struct StrictTileSource {
     const int slot = t % l.block_size;
     return make_float4(core::read_meta(l, block, slot, kv_head, core::MetaField::kValueScale),
                        core::read_meta(l, block, slot, kv_head, core::MetaField::kValueZero),
-                       core::decode_key_norm(l, block, slot, kv_head), 0.0f);
+                       core::read_key_norm(l, block, slot, kv_head), 0.0f);
   }
   // Copies the n records starting at rec (lane t's pointer) into rows.
   template <int W>

@@ -20,6 +20,8 @@ struct Case {
   int block_size;
   int num_kv_heads;
   int group;
+  LayoutKind layout = LayoutKind::kSoA;
+  Fp8Format fp8 = Fp8Format::kE4m3;
 };
 
 class DecodeSplitTest : public ::testing::TestWithParam<Case> {};
@@ -32,7 +34,7 @@ Codebook test_codebook(int bits) {
 
 TEST_P(DecodeSplitTest, EqualsTheComposedSteps) {
   const Case c = GetParam();
-  const BlockLayout l{preset_format(c.preset, c.head_dim), c.block_size, c.num_kv_heads};
+  const BlockLayout l{preset_format(c.preset, c.head_dim, c.layout, c.fp8), c.block_size, c.num_kv_heads};
   ASSERT_EQ(layout_problem(l), nullptr);
   const int dims = c.head_dim;
   const int seq_len = 3 * c.block_size + 5;
@@ -64,7 +66,7 @@ TEST_P(DecodeSplitTest, EqualsTheComposedSteps) {
     const int t = token % c.block_size;
     score_token(l, block, t, h, cb, queries.data(), c.group, key.data(), scores.data(), 3);
     decode_key_direction(l, block, t, h, cb, want_key.data());
-    const float norm = decode_key_norm(l, block, t, h);
+    const float norm = decode_key_norm(l, block, t, h, want_key.data());
     for (int g = 0; g < c.group; ++g) {
       const float want = key_score(l.format, dot16(&queries[static_cast<std::size_t>(g) * dims], want_key.data(), dims), norm);
       ASSERT_EQ(float_bits(scores[static_cast<std::size_t>(g) * 3]), float_bits(want)) << token << " " << g;
@@ -90,7 +92,7 @@ TEST_P(DecodeSplitTest, EqualsTheComposedSteps) {
         const std::uint8_t* block = cache.data() + l.block_base(block_row[static_cast<std::size_t>(token / c.block_size)]);
         decode_key_direction(l, block, token % c.block_size, h, cb, want_key.data());
         const float dot = dot16(&queries[static_cast<std::size_t>(g) * dims], want_key.data(), dims);
-        s[i] = key_score(l.format, dot, decode_key_norm(l, block, token % c.block_size, h));
+        s[i] = key_score(l.format, dot, decode_key_norm(l, block, token % c.block_size, h, want_key.data()));
       }
       const float alpha = softmax_fold_tile(st, s, n, p);
       for (float& a : want) a = rescale(a, alpha);
@@ -110,10 +112,16 @@ TEST_P(DecodeSplitTest, EqualsTheComposedSteps) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, DecodeSplitTest,
                          ::testing::Values(Case{Preset::k4BitNc, 128, 16, 2, 4}, Case{Preset::kK3V4Nc, 64, 5, 3, 1},
-                                           Case{Preset::k3BitNc, 256, 16, 1, 3}, Case{Preset::kK8V4, 64, 7, 2, 2}),
+                                           Case{Preset::k3BitNc, 256, 16, 1, 3}, Case{Preset::kK8V4, 64, 7, 2, 2},
+                                           Case{Preset::k4BitNc, 128, 16, 2, 4, LayoutKind::kAoS},
+                                           Case{Preset::kK3V4Nc, 64, 5, 3, 1, LayoutKind::kAoS},
+                                           Case{Preset::k3BitNc, 256, 16, 1, 3, LayoutKind::kAoS},
+                                           Case{Preset::kK8V4, 64, 7, 2, 2, LayoutKind::kAoS},
+                                           Case{Preset::kK8V4, 64, 7, 2, 2, LayoutKind::kAoS, Fp8Format::kE4b15}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            return std::string(preset_name(i.param.preset)) + "_d" + std::to_string(i.param.head_dim) +
-                                  "_bs" + std::to_string(i.param.block_size);
+                                  "_bs" + std::to_string(i.param.block_size) + "_" + layout_name(i.param.layout) +
+                                  (i.param.fp8 == Fp8Format::kE4b15 ? "_e4b15" : "");
                          });
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "turboquant/core/block_layout.hpp"
 #include "turboquant/core/partial_layout.hpp"
@@ -12,17 +13,18 @@
 namespace turboquant::core {
 namespace {
 
-// Every preset at every supported head_dim, odd and even block sizes and head counts.
+// Every preset at every supported head_dim, odd and even block sizes and head
+// counts, in one layout kind.
 template <class Fn>
-void for_each_layout(Fn&& fn) {
+void for_each_layout(Fn&& fn, LayoutKind kind = LayoutKind::kSoA) {
   for (const Preset p : kAllPresets) {
     for (const int d : {32, 64, 128, 256, 512}) {
       for (const int bs : {1, 2, 16, 17, 64}) {
         for (const int hk : {1, 2, 3, 8}) {
-          const BlockLayout l{preset_format(p, d), bs, hk};
+          const BlockLayout l{preset_format(p, d, kind), bs, hk};
           if (layout_problem(l) != nullptr) continue;
-          SCOPED_TRACE(std::string(preset_name(p)) + " D=" + std::to_string(d) + " bs=" + std::to_string(bs) +
-                       " Hk=" + std::to_string(hk));
+          SCOPED_TRACE(std::string(preset_name(p)) + " " + layout_name(kind) + " D=" + std::to_string(d) +
+                       " bs=" + std::to_string(bs) + " Hk=" + std::to_string(hk));
           fn(l);
         }
       }
@@ -45,7 +47,7 @@ TEST(LayoutStrides, EqualThePerTokenHeadOffsets) {
           const std::int64_t element =
               (std::int64_t{h} * l.format.meta_fields() + l.format.field_index(f)) * l.block_size + t;
           ASSERT_EQ(l.meta_field_offset(t, h, f), l.meta_offset() + 2 * element);
-          ASSERT_EQ(l.meta_field_base(h, f) + BlockLayout::kMetaTokenStride * t, l.meta_field_offset(t, h, f));
+          ASSERT_EQ(l.meta_field_base(h, f) + l.meta_token_stride() * t, l.meta_field_offset(t, h, f));
           ASSERT_EQ(l.meta_base(h, l.format.field_index(f)), l.meta_field_base(h, f));
         }
       }
@@ -58,6 +60,64 @@ TEST(LayoutStrides, EqualThePerTokenHeadOffsets) {
     ASSERT_EQ(l.meta_base(l.num_kv_heads, 0), l.used_block_bytes());
   });
   EXPECT_GT(layouts, 100);
+}
+
+// AoS: the slot of (t, h) starts at (t * Hk + h) * slot_bytes and holds
+// [key codes | norm | value codes | scale | zero] (vLLM 0.33's store); every
+// byte of a block belongs to exactly one field of one slot.
+TEST(LayoutStrides, AosSlotsAreCOrderAndTileTheBlock) {
+  int layouts = 0;
+  for_each_layout(
+      [&](const BlockLayout& l) {
+        ++layouts;
+        const Format& f = l.format;
+        const std::int64_t slot_bytes = f.slot_bytes();
+        ASSERT_EQ(l.block_bytes(), std::int64_t{l.block_size} * l.num_kv_heads * slot_bytes);
+        std::vector<int> owners(static_cast<std::size_t>(l.block_bytes()), 0);
+        const auto own = [&](std::int64_t at, int n) {
+          for (int i = 0; i < n; ++i) ++owners[static_cast<std::size_t>(at + i)];
+        };
+        for (int t = 0; t < l.block_size; ++t) {
+          for (int h = 0; h < l.num_kv_heads; ++h) {
+            const std::int64_t slot = (std::int64_t{t} * l.num_kv_heads + h) * slot_bytes;
+            const int key_packed = f.key_data_bytes() + (f.fp8_keys() ? 0 : 2);  // vLLM's key_packed_size
+            ASSERT_EQ(l.key_data_offset(t, h), slot);
+            ASSERT_EQ(l.value_data_offset(t, h), slot + key_packed);
+            ASSERT_EQ(l.head_key_offset(h) + t * l.token_stride(), slot);
+            ASSERT_EQ(l.head_value_offset(h) + t * l.token_stride(), slot + key_packed);
+            ASSERT_EQ(l.meta_field_offset(t, h, MetaField::kValueScale), slot + key_packed + f.value_data_bytes());
+            ASSERT_EQ(l.meta_field_offset(t, h, MetaField::kValueZero), slot + key_packed + f.value_data_bytes() + 2);
+            for (const MetaField m : {MetaField::kKeyNorm, MetaField::kValueScale, MetaField::kValueZero}) {
+              if (m == MetaField::kKeyNorm && f.fp8_keys()) continue;
+              ASSERT_EQ(l.meta_field_base(h, m) + l.meta_token_stride() * t, l.meta_field_offset(t, h, m));
+              own(l.meta_field_offset(t, h, m), 2);
+            }
+            if (!f.fp8_keys()) {
+              ASSERT_EQ(l.meta_field_offset(t, h, MetaField::kKeyNorm), slot + f.key_data_bytes());
+            }
+            own(l.key_data_offset(t, h), f.key_data_bytes());
+            own(l.value_data_offset(t, h), f.value_data_bytes());
+          }
+        }
+        for (std::size_t i = 0; i < owners.size(); ++i) ASSERT_EQ(owners[i], 1) << "byte " << i;
+      },
+      LayoutKind::kAoS);
+  EXPECT_GT(layouts, 100);
+}
+
+// The same slot contents in both layouts: sizes do not depend on the layout.
+TEST(LayoutStrides, BothLayoutsHaveTheSameSlotAndBlockSizes) {
+  for (const Preset p : kAllPresets) {
+    for (const int d : {64, 128, 256}) {
+      const BlockLayout soa{preset_format(p, d), 16, 8};
+      const BlockLayout aos{preset_format(p, d, LayoutKind::kAoS), 16, 8};
+      EXPECT_EQ(soa.block_bytes(), aos.block_bytes());
+      EXPECT_EQ(soa.format.slot_bytes(), aos.format.slot_bytes());
+      EXPECT_EQ(aos.format.record_bytes(), aos.format.slot_bytes());
+      EXPECT_EQ(soa.format.record_bytes(), soa.format.data_bytes());
+      EXPECT_NE(soa.format, aos.format);
+    }
+  }
 }
 
 TEST(LayoutStrides, MakeFormatGivesThePresetSizes) {

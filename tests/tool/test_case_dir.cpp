@@ -252,8 +252,17 @@ TEST_F(BrokenCase, BadMeta) {
           {meta([](json& m) { m["head_dim"] = 10000000000LL; }),
            "meta.json: head_dim = 10000000000 does not fit in a 32-bit int"},
           {meta([](json& m) { m["head_dim"] = 96; }),  // Lloyd-Max keys need a power of two
-           "meta.json: format {key_bits = 3, value_bits = 4, head_dim = 96, norm_correction = on}: "
-           "Lloyd-Max keys need a power-of-two head_dim"},
+           "meta.json: format {key_bits = 3, value_bits = 4, head_dim = 96, norm_correction = on, layout = soa, "
+           "fp8_format = e4m3}: Lloyd-Max keys need a power-of-two head_dim"},
+          // Keys and values this reader does not know are errors, never ignored.
+          {meta([](json& m) { m["comment"] = "x"; }), "meta.json: unknown key \"comment\" (known: preset"},
+          {meta([](json& m) { m["layout"] = "paged"; }), "meta.json: layout = \"paged\" is not one of \"soa\", \"aos\""},
+          {meta([](json& m) { m["layout"] = 1; }), "meta.json: layout = 1 is not one of"},
+          {meta([](json& m) { m["fp8_format"] = "e5m2"; }), "meta.json: fp8_format = \"e5m2\" is not one of"},
+          {meta([](json& m) { m["fp8_format"] = "e4b15"; }),
+           "meta.json: fp8_format = \"e4b15\": only turboquant_k8v4 has FP8 keys, not turboquant_k3v4_nc"},
+          {meta([](json& m) { m["sliding_window"] = 64; }),
+           "meta.json: sliding_window = 64: sliding-window decode is not supported yet"},
           {meta([](json& m) { m["block_size"] = 0; }), "block_size must be >= 1"},
           {meta([](json& m) { m["num_q_heads"] = 6; }),
            "meta.json: num_q_heads = 6 must be a positive multiple of num_kv_heads = 4"},
@@ -268,13 +277,26 @@ TEST_F(BrokenCase, OptionalMetaKeys) {
     m.erase("num_kv_splits");
     m.erase("source");
     m["preset"] = "k3v4_nc";  // the short name is accepted too
-    m["comment"] = "unknown keys are ignored";
   });
   CaseDir c;
   ASSERT_TRUE(load_case(dir_, CaseLoadOptions::all_required(), &c).ok());
   EXPECT_EQ(c.num_kv_splits, 32);
   EXPECT_TRUE(c.source.empty());
   EXPECT_EQ(c.preset, Preset::kK3V4Nc);
+  EXPECT_EQ(c.format.layout, LayoutKind::kSoA);  // absent layout: SoA (the 2026-11-29 cases)
+}
+
+TEST_F(BrokenCase, LayoutKeys) {
+  edit_meta([](nlohmann::json& m) { m["layout"] = "aos"; });
+  CaseDir c;
+  ASSERT_TRUE(load_case(dir_, CaseLoadOptions::meta_only(), &c).ok());
+  EXPECT_EQ(c.format.layout, LayoutKind::kAoS);
+  EXPECT_EQ(c.layout.format.layout, LayoutKind::kAoS);
+}
+
+TEST_F(BrokenCase, MultiTokenFilesAreRefusedNotIgnored) {
+  write<std::int32_t>("query_start_loc.npy", {3});
+  expect_error("query_start_loc.npy: multi-token queries and attention sinks are not supported yet");
 }
 
 TEST_F(BrokenCase, CorruptArrayNamesTheFile) {

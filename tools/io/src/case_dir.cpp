@@ -1,5 +1,6 @@
 #include "turboquant/io/case_dir.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -73,6 +74,23 @@ Status parse_meta(const std::string& path, CaseDir* c) {
   }
   if (!meta.is_object()) return invalid(path, "expected a JSON object, found " + std::string(meta.type_name()));
 
+  // A key this reader does not know is an error, never ignored: a case from a
+  // newer writer (a window, say) must not be decoded as if it were absent.
+  static constexpr const char* kKnownKeys[] = {"preset",      "head_dim", "block_size", "num_kv_heads",
+                                               "num_q_heads", "scale",    "num_kv_splits", "source",
+                                               "layout",      "fp8_format"};
+  for (const auto& item : meta.items()) {
+    if (item.key() == "sliding_window") {
+      return Status(StatusCode::kUnsupported, path + ": sliding_window = " + shown(item.value()) +
+                                                  ": sliding-window decode is not supported yet");
+    }
+    if (std::find_if(std::begin(kKnownKeys), std::end(kKnownKeys),
+                     [&](const char* k) { return item.key() == k; }) == std::end(kKnownKeys)) {
+      return invalid(path, "unknown key \"" + item.key() + "\" (known: preset, head_dim, block_size, num_kv_heads, "
+                           "num_q_heads, scale, num_kv_splits, source, layout, fp8_format)");
+    }
+  }
+
   const auto preset = meta.find("preset");
   if (preset == meta.end()) return invalid(path, "missing key \"preset\"");
   if (!preset->is_string()) return invalid(path, "preset = " + shown(*preset) + " must be a string");
@@ -86,7 +104,22 @@ Status parse_meta(const std::string& path, CaseDir* c) {
                           std::pair{"num_kv_heads", &num_kv_heads}, std::pair{"num_q_heads", &c->num_q_heads}}) {
     if (Status s = meta_int(meta, path, key, true, dst); !s.ok()) return s;
   }
-  c->format = preset_format(c->preset, head_dim);
+  LayoutKind layout = LayoutKind::kSoA;  // absent: the layout of the first cases (2026-11-29)
+  if (const auto it = meta.find("layout"); it != meta.end()) {
+    const std::optional<LayoutKind> k = it->is_string() ? layout_from_name(it->get<std::string>()) : std::nullopt;
+    if (!k) return invalid(path, "layout = " + shown(*it) + " is not one of \"soa\", \"aos\"");
+    layout = *k;
+  }
+  Fp8Format fp8 = Fp8Format::kE4m3;  // absent: e4m3, what vLLM writes on sm_89+
+  if (const auto it = meta.find("fp8_format"); it != meta.end()) {
+    const std::optional<Fp8Format> f = it->is_string() ? fp8_format_from_name(it->get<std::string>()) : std::nullopt;
+    if (!f) return invalid(path, "fp8_format = " + shown(*it) + " is not one of \"e4m3\", \"e4b15\"");
+    if (c->preset != Preset::kK8V4) {
+      return invalid(path, "fp8_format = " + shown(*it) + ": only turboquant_k8v4 has FP8 keys, not " + c->preset_name);
+    }
+    fp8 = *f;
+  }
+  c->format = preset_format(c->preset, head_dim, layout, fp8);
   c->layout = BlockLayout{c->format, block_size, num_kv_heads};
   if (Status s = validate_layout(c->layout); !s.ok()) return invalid(path, s.message());
   if (c->num_q_heads < 1 || c->num_q_heads % num_kv_heads != 0) {
@@ -252,6 +285,15 @@ Status load_case(const std::string& dir, const CaseLoadOptions& opt, CaseDir* c)
   if (!fs::exists(dir, ec)) return invalid(dir, "no such case directory");
   if (!fs::is_directory(dir, ec)) return invalid(dir, "not a directory (expected a case directory)");
   if (Status s = parse_meta(c->file("meta.json"), c); !s.ok()) return s;
+
+  // Files of the case format this reader cannot honour yet are errors, never
+  // ignored: without them the rows would be decoded as one token per sequence.
+  for (const char* name : {"query_start_loc.npy", "sinks.npy"}) {
+    if (fs::exists(c->file(name), ec)) {
+      return Status(StatusCode::kUnsupported,
+                    c->file(name) + ": multi-token queries and attention sinks are not supported yet");
+    }
+  }
 
   const std::int64_t D = c->head_dim(), Hk = c->num_kv_heads(), Hq = c->num_q_heads, bs = c->block_size();
   Known B, N;

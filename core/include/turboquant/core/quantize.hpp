@@ -32,17 +32,30 @@ TQ_HD float normalize_key(const float* k, int dims, float* x_hat) {
   return kd.norm;
 }
 
-// The stored key norm from centroid_sum_sq = dot16(c, c) of the
-// reconstruction c[d] = centroids[idx[d]]: with norm correction,
-// norm * (1 / sqrt(sum c^2 + 1e-16)), so that c[idx] * stored has exactly the
-// original norm; without it, norm (the sum is then not used).
-TQ_HD float stored_key_norm(float norm, float centroid_sum_sq, bool norm_correction) {
-  if (!norm_correction) return norm;
+// The norm correction (facts §d.3): norm * (1 / sqrt(sum c^2 + 1e-16)) for
+// centroid_sum_sq = dot16(c, c) of the reconstruction c[d] = centroids[idx[d]],
+// so that c * corrected has exactly the original norm. The one function for
+// both conventions: SoA applies it at store to the fp32 ||k|| (the stored
+// norm), AoS at decode and dequantize to the stored fp16 ||k||.
+TQ_HD float corrected_key_norm(float norm, float centroid_sum_sq) {
   const float inv = div_rn(1.0f, sqrt_rn(add_rn(centroid_sum_sq, kCorrectionEpsilon)));
   return mul_rn(norm, inv);
 }
-TQ_HD float stored_key_norm(float norm, const float* centroid_values, int dims, bool norm_correction) {
-  return norm_correction ? stored_key_norm(norm, dot16(centroid_values, centroid_values, dims), true) : norm;
+
+// The key norm a store writes: corrected when the format folds the correction
+// at store (Format::norm_folded_at_store), else ||k|| (the sum is then unused).
+TQ_HD float stored_key_norm(float norm, float centroid_sum_sq, bool fold_correction) {
+  return fold_correction ? corrected_key_norm(norm, centroid_sum_sq) : norm;
+}
+TQ_HD float stored_key_norm(float norm, const float* centroid_values, int dims, bool fold_correction) {
+  return fold_correction ? corrected_key_norm(norm, dot16(centroid_values, centroid_values, dims)) : norm;
+}
+
+// The norm a key's scores and its dequantized K are multiplied by, from the
+// stored norm: corrected here when the format corrects at decode (AoS, from
+// centroid_sum_sq = dot16(c, c)), else the stored norm as it is.
+TQ_HD float decoded_key_norm(float stored_norm, float centroid_sum_sq, bool correct_at_decode) {
+  return correct_at_decode ? corrected_key_norm(stored_norm, centroid_sum_sq) : stored_norm;
 }
 
 // The value range by sequential comparison (exact; any order gives the same

@@ -33,19 +33,29 @@ TQ_HD void decode_key_direction(const BlockLayout& l, const std::uint8_t* block,
   const std::uint8_t* bytes = block + l.key_data_offset(t, h);
   const int dims = l.format.head_dim;
   if (l.format.fp8_keys()) {
-    for (int d = 0; d < dims; ++d) out[d] = fp8_e4m3_to_float(bytes[d]);
+    for (int d = 0; d < dims; ++d) out[d] = fp8_to_float(l.format.fp8_format, bytes[d]);
     return;
   }
   for (int d = 0; d < dims; ++d) out[d] = cb.centroids[unpack_code(l.format.key_bits, bytes, d)];
 }
 
-// The stored key norm (with norm correction folded in); 1 for FP8 keys.
-TQ_HD float decode_key_norm(const BlockLayout& l, const std::uint8_t* block, int t, int h) {
+// The stored key norm (SoA: with the norm correction folded in; AoS: ||k||);
+// 1 for FP8 keys.
+TQ_HD float read_key_norm(const BlockLayout& l, const std::uint8_t* block, int t, int h) {
   return l.format.fp8_keys() ? 1.0f : read_meta(l, block, t, h, MetaField::kKeyNorm);
 }
 
+// The norm the scores and the dequantized K of (t, h) are multiplied by, given
+// its key direction (decode_key_direction): the stored norm, corrected here
+// by dot16(c, c) when the layout corrects at decode (AoS).
+TQ_HD float decode_key_norm(const BlockLayout& l, const std::uint8_t* block, int t, int h, const float* direction) {
+  const float stored = read_key_norm(l, block, t, h);
+  if (!l.format.norm_corrected_at_decode()) return stored;
+  return decoded_key_norm(stored, dot16(direction, direction, l.format.head_dim), true);
+}
+
 // Base-2 logit of a key against a query already scaled by softmax_scale*log2(e)
-// (and rotated, for Lloyd-Max keys): dot16, times the stored norm (MSE only).
+// (and rotated, for Lloyd-Max keys): dot16, times decode_key_norm (MSE only).
 TQ_HD float key_score(const Format& f, float dot, float norm) { return f.fp8_keys() ? dot : mul_rn(dot, norm); }
 
 // The scores of token t's key against `group` prepared queries (consecutive
@@ -55,7 +65,7 @@ TQ_HD void score_token(const BlockLayout& l, const std::uint8_t* block, int t, i
                        const float* queries, int group, float* key, float* scores, int score_stride) {
   const int dims = l.format.head_dim;
   decode_key_direction(l, block, t, h, cb, key);
-  const float norm = decode_key_norm(l, block, t, h);
+  const float norm = decode_key_norm(l, block, t, h, key);
   for (int g = 0; g < group; ++g) {
     scores[g * score_stride] = key_score(l.format, dot16(queries + std::int64_t{g} * dims, key, dims), norm);
   }
@@ -79,7 +89,7 @@ TQ_HD void encode_token_head(const BlockLayout& l, std::uint8_t* block, int t, i
   std::uint8_t codes[kMaxHeadDim];
   std::uint8_t* key_bytes = block + l.key_data_offset(t, h);
   if (f.fp8_keys()) {
-    for (int d = 0; d < dims; ++d) key_bytes[d] = float_to_fp8_e4m3(k[d]);
+    for (int d = 0; d < dims; ++d) key_bytes[d] = float_to_fp8(f.fp8_format, k[d]);
   } else {
     float x_hat[kMaxHeadDim];
     float y[kMaxHeadDim];
@@ -90,7 +100,7 @@ TQ_HD void encode_token_head(const BlockLayout& l, std::uint8_t* block, int t, i
       y[d] = cb.centroids[codes[d]];  // reuse y for the reconstruction c[idx]
     }
     pack_codes(f.key_bits, codes, dims, key_bytes);
-    write_meta(l, block, t, h, MetaField::kKeyNorm, stored_key_norm(norm, y, dims, f.norm_correction));
+    write_meta(l, block, t, h, MetaField::kKeyNorm, stored_key_norm(norm, y, dims, f.norm_folded_at_store()));
   }
   const ValueParams vp = value_params(v, dims, f.value_bits);
   for (int d = 0; d < dims; ++d) codes[d] = static_cast<std::uint8_t>(value_code(v[d], vp, f.value_bits));

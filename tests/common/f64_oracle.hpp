@@ -1,6 +1,11 @@
 // An independent float64 oracle: dense attention over K/V dequantized from the
-// cache bytes by code written here from the format description (facts §b, §c,
-// §e), not by the library. "All backends agree" must not hide "all are wrong".
+// cache bytes by code written here from the format description (facts §0a,
+// §b, §c, §d, §e; ../shared/cases/README.md "Layouts"), not by the library.
+// "All backends agree" must not hide "all are wrong". It deliberately keeps
+// its own per-slot byte offsets (OracleSlotMap), its own fp16 / FP8 decoding
+// and its own AoS norm correction instead of calling core::BlockLayout,
+// core/fp8.hpp or core/half.hpp: the one place for every offset of the
+// library is what this file checks, so it must not share it.
 #pragma once
 
 #include <cmath>
@@ -10,13 +15,11 @@
 
 #include "turboquant/codebook.hpp"
 #include "turboquant/format.hpp"
-#include "turboquant/core/fp8.hpp"
-#include "turboquant/core/half.hpp"
 
 namespace turboquant::testing {
 
 struct OracleInput {
-  BlockLayout layout;
+  BlockLayout layout;  // only its parameters are read (preset numbers, layout kind, FP8 flavour, sizes)
   const std::uint8_t* cache;
   int batch, num_q_heads, max_blocks;
   const std::int32_t* block_table;
@@ -26,8 +29,26 @@ struct OracleInput {
   const float* centroids = nullptr;  // default: vllm_codebook
 };
 
+// IEEE binary16, little endian.
 inline double oracle_fp16(const std::uint8_t* p) {
-  return core::fp16_to_float(static_cast<std::uint16_t>(p[0] | (p[1] << 8)));
+  const int h = p[0] | (p[1] << 8);
+  const int e = (h >> 10) & 31, m = h & 1023;
+  const double mag = e == 31 ? (m ? NAN : INFINITY) : (e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25));
+  return h & 0x8000 ? -mag : mag;
+}
+
+// FP8 keys: e4m3fn (bias 7, 0x7f/0xff NaN, no inf) or e4b15 (bias 15, no inf
+// or NaN: 0x7f reads 1.875); exponent 0 is subnormal in both.
+inline double oracle_fp8(Fp8Format f, std::uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  const int bias = f == Fp8Format::kE4b15 ? 15 : 7;
+  double mag;
+  if (f == Fp8Format::kE4m3 && e == 15 && m == 7) {
+    mag = NAN;
+  } else {
+    mag = e == 0 ? std::ldexp(m, 1 - bias - 3) : std::ldexp(8 + m, e - bias - 3);
+  }
+  return b & 0x80 ? -mag : mag;
 }
 
 inline int oracle_code(int bits, const std::uint8_t* bytes, int d) {
@@ -39,16 +60,81 @@ inline int oracle_code(int bits, const std::uint8_t* bytes, int d) {
   return (window >> (bit % 8)) & 7;
 }
 
+// The byte offsets of one (slot t, head h) inside a block, from the spec:
+//   key bytes KB = D (FP8) or D*bits/8; value bytes VB = D*bits/8; NF fp16
+//   fields (MSE: norm, scale, zero; FP8: scale, zero); the padded slot is
+//   KB + VB + 2*NF rounded up to even; a block holds bs*Hk padded slots.
+//   SoA: record [KB | VB] at (t*Hk + h)*(KB + VB); fp16 field f of (t, h) at
+//        bs*Hk*(KB + VB) + 2*((h*NF + f)*bs + t).
+//   AoS: slot at (t*Hk + h)*padded = [KB | norm | VB | scale | zero] (FP8:
+//        [KB | VB | scale | zero]), vLLM's key_packed_size = KB + 2 (KB for FP8).
+struct OracleSlotMap {
+  bool aos, fp8;
+  int kb, vb, nf, bs, hk;
+  std::int64_t padded;
+
+  explicit OracleSlotMap(const BlockLayout& l)
+      : aos(l.format.layout == LayoutKind::kAoS),
+        fp8(l.format.key_bits == 8),
+        kb(fp8 ? l.format.head_dim : l.format.head_dim * l.format.key_bits / 8),
+        vb(l.format.head_dim * l.format.value_bits / 8),
+        nf(fp8 ? 2 : 3),
+        bs(l.block_size),
+        hk(l.num_kv_heads),
+        padded((kb + vb + 2 * nf + 1) / 2 * 2) {}
+
+  std::int64_t block_bytes() const { return std::int64_t{bs} * hk * padded; }
+  std::int64_t slot_index(int t, int h) const { return std::int64_t{t} * hk + h; }
+  std::int64_t key_at(int t, int h) const { return slot_index(t, h) * (aos ? padded : kb + vb); }
+  std::int64_t value_at(int t, int h) const { return key_at(t, h) + kb + (aos && !fp8 ? 2 : 0); }
+  // Field f in stored order (MSE: 0 norm, 1 scale, 2 zero; FP8: 0 scale, 1 zero).
+  std::int64_t field_at(int t, int h, int f) const {
+    if (!aos) return std::int64_t{bs} * hk * (kb + vb) + 2 * ((std::int64_t{h} * nf + f) * bs + t);
+    if (!fp8 && f == 0) return key_at(t, h) + kb;
+    return value_at(t, h) + vb + 2 * (fp8 ? f : f - 1);
+  }
+};
+
+// Token (t, h) of `block` dequantized: k in the basis the scores use (rotated
+// for Lloyd-Max keys, times the key norm; FP8 keys as stored) and v.
+// SoA stores the norm with the correction folded in; AoS stores ||k|| and
+// the norm-corrected presets normalize the centroid vector here:
+// ||k|| * c / sqrt(sum(c*c) + 1e-16).
+inline void oracle_token(const Format& f, const OracleSlotMap& m, const std::uint8_t* block, int t, int h,
+                         const float* cents, double* k, double* v) {
+  const int D = f.head_dim;
+  const std::uint8_t* key = block + m.key_at(t, h);
+  if (m.fp8) {
+    for (int d = 0; d < D; ++d) k[d] = oracle_fp8(f.fp8_format, key[d]);
+  } else {
+    double norm = oracle_fp16(block + m.field_at(t, h, 0));
+    double sum_sq = 0;
+    for (int d = 0; d < D; ++d) {
+      k[d] = cents[oracle_code(f.key_bits, key, d)];
+      sum_sq += k[d] * k[d];
+    }
+    if (m.aos && f.norm_correction) norm /= std::sqrt(sum_sq + 1e-16);
+    for (int d = 0; d < D; ++d) k[d] *= norm;
+  }
+  const double vscale = oracle_fp16(block + m.field_at(t, h, m.nf - 2));
+  const double vzero = oracle_fp16(block + m.field_at(t, h, m.nf - 1));
+  const std::uint8_t* val = block + m.value_at(t, h);
+  for (int d = 0; d < D; ++d) v[d] = oracle_code(f.value_bits, val, d) * vscale + vzero;
+}
+
+inline const float* oracle_centroids(const OracleInput& in) {
+  const Format& f = in.layout.format;
+  if (in.centroids) return in.centroids;
+  return f.key_bits == 8 ? nullptr : vllm_codebook(f.head_dim, f.key_bits).centroids;
+}
+
 // out [B, Hq, D] and lse [B, Hq] (natural log) in float64.
 inline void f64_attention(const OracleInput& in, std::vector<double>& out, std::vector<double>& lse) {
   const Format& f = in.layout.format;
+  const OracleSlotMap m(in.layout);
   const int D = f.head_dim, bs = in.layout.block_size, hk = in.layout.num_kv_heads;
   const int group = in.num_q_heads / hk;
-  const std::int64_t stride = std::int64_t{bs} * hk * f.slot_bytes_aligned();
-  const std::int64_t meta = std::int64_t{bs} * hk * f.data_bytes();
-  const int nf = f.fp8_keys() ? 2 : 3;
-  const float* cents = in.centroids ? in.centroids
-                                    : (f.fp8_keys() ? nullptr : vllm_codebook(D, f.key_bits).centroids);
+  const float* cents = oracle_centroids(in);
   out.assign(static_cast<std::size_t>(in.batch) * in.num_q_heads * D, 0.0);
   lse.assign(static_cast<std::size_t>(in.batch) * in.num_q_heads, -INFINITY);
   std::vector<double> q(D), k(D), scores;
@@ -58,7 +144,7 @@ inline void f64_attention(const OracleInput& in, std::vector<double>& out, std::
       const int h = hq / group;
       const float* qrow = in.query + (std::int64_t{b} * in.num_q_heads + hq) * D;
       for (int i = 0; i < D; ++i) {  // rotate with the Sylvester Hadamard / sqrt(D) for Lloyd-Max keys
-        if (f.fp8_keys()) {
+        if (m.fp8) {
           q[i] = qrow[i];
           continue;
         }
@@ -69,18 +155,11 @@ inline void f64_attention(const OracleInput& in, std::vector<double>& out, std::
       scores.assign(len, 0.0);
       std::vector<std::vector<double>> vals(len, std::vector<double>(D));
       for (int t = 0; t < len; ++t) {
-        const std::uint8_t* blk = in.cache + in.block_table[b * in.max_blocks + t / bs] * stride;
-        const int slot = t % bs;
-        const std::uint8_t* rec = blk + (std::int64_t{slot} * hk + h) * f.data_bytes();
-        const auto field = [&](int fi) { return oracle_fp16(blk + meta + 2 * ((std::int64_t{h} * nf + fi) * bs + slot)); };
+        const std::uint8_t* blk = in.cache + in.block_table[b * in.max_blocks + t / bs] * m.block_bytes();
+        oracle_token(f, m, blk, t % bs, h, cents, k.data(), vals[t].data());
         double dot = 0;
-        for (int d = 0; d < D; ++d) {
-          k[d] = f.fp8_keys() ? core::fp8_e4m3_to_float(rec[d]) : cents[oracle_code(f.key_bits, rec, d)];
-          dot += q[d] * k[d];
-        }
-        scores[t] = (f.fp8_keys() ? dot : dot * field(0)) * in.scale;
-        const double vscale = field(nf - 2), vzero = field(nf - 1);
-        for (int d = 0; d < D; ++d) vals[t][d] = oracle_code(f.value_bits, rec + f.key_data_bytes(), d) * vscale + vzero;
+        for (int d = 0; d < D; ++d) dot += q[d] * k[d];
+        scores[t] = dot * in.scale;
       }
       if (len == 0) continue;
       double mx = -INFINITY, den = 0;

@@ -61,6 +61,15 @@ inline EncodeArgs host_encode_args(ConstBuffer keys, ConstBuffer values, DType d
   return e;
 }
 
+// What a name adds for a format beyond its numbers: "" for SoA with e4m3
+// keys (the names tests had before the AoS layout), else "_aos" and/or
+// "_e4b15" (the FP8 flavour, FP8 keys only).
+inline std::string format_suffix(const Format& f) {
+  std::string s = f.aos() ? "_aos" : "";
+  if (f.fp8_keys() && f.fp8_format == Fp8Format::kE4b15) s += "_e4b15";
+  return s;
+}
+
 struct ProblemSpec {
   Format format = core::preset_format(Preset::k4BitNc, 128);
   int block_size = 16;
@@ -77,7 +86,7 @@ struct ProblemSpec {
                     std::to_string(format.head_dim) + "_bs" + std::to_string(block_size) + "_hk" +
                     std::to_string(num_kv_heads) + "_g" + std::to_string(group) + "_seq";
     for (int l : seq_lens) s += std::string("-") + std::to_string(l);
-    return s + "_seed" + std::to_string(seed);
+    return s + format_suffix(format) + "_seed" + std::to_string(seed);
   }
 };
 

@@ -1,7 +1,9 @@
 // Shape grids for parameterized tests: every combination of preset, head_dim,
 // block size and GQA group, numbered in loop order (presets outermost) so that
 // each shape keeps the seed it had when the grid was one loop, and named so
-// that a failing shape names itself ("4bit_nc_d128_bs16_hk2_gqa4").
+// that a failing shape names itself ("4bit_nc_d128_bs16_hk2_gqa4"). The
+// layout (SoA, AoS) and the FP8 flavour are a dimension added to a subset of
+// a grid by with_aos ("..._gqa4_aos", "k8v4_..._aos_e4b15").
 #pragma once
 
 #include <gtest/gtest.h>
@@ -38,8 +40,10 @@ struct Shape {
   int group = 4;  // Hq / Hk
   std::uint32_t seed = 1;
   int index = 0;  // position in its grid
+  LayoutKind layout = LayoutKind::kSoA;
+  Fp8Format fp8_format = Fp8Format::kE4m3;  // FP8 keys (k8v4) only
 
-  Format format() const { return core::preset_format(preset, head_dim); }
+  Format format() const { return core::preset_format(preset, head_dim, layout, fp8_format); }
 
   // A random problem of this shape over `seq_lens`.
   ProblemSpec spec(std::vector<int> seq_lens) const {
@@ -55,7 +59,7 @@ struct Shape {
 
   std::string name() const {
     return preset_short_name(preset) + "_d" + std::to_string(head_dim) + "_bs" + std::to_string(block_size) + "_hk" +
-           std::to_string(num_kv_heads) + "_gqa" + std::to_string(group);
+           std::to_string(num_kv_heads) + "_gqa" + std::to_string(group) + format_suffix(format());
   }
 };
 
@@ -93,6 +97,46 @@ inline std::vector<Shape> shape_grid(const GridAxes& axes, std::uint32_t first_s
 template <class T>
 std::vector<Shape> rotate(std::vector<Shape> shapes, T Shape::*field, const std::vector<T>& values) {
   for (Shape& s : shapes) s.*field = values[static_cast<std::size_t>(s.index) % values.size()];
+  return shapes;
+}
+
+// The seeds of with_aos's copies: their grid's seeds plus this, so that they
+// stay apart from every SoA seed.
+inline constexpr std::uint32_t kAosSeedOffset = 1u << 20;
+
+// `shapes` followed by an AoS copy of about one in `every` of them: the
+// layout dimension on a representative subset instead of doubling a grid.
+// The picked shapes are a diagonal: writing index = every * q + r, those with
+// r == q % every, so that an inner axis of `every` values (or a multiple)
+// still sees each of its values in the copies. The copies continue the
+// numbering (index) and take the original's seed + kAosSeedOffset. Copies of
+// k8v4 shapes alternate the FP8 flavour, e4b15 first (what vLLM writes below
+// sm_89, in the AoS layout only; the SoA grids run e4m3); with every == 1
+// each k8v4 shape gets both.
+inline std::vector<Shape> with_aos(std::vector<Shape> shapes, int every = 1) {
+  const std::size_t n = shapes.size();
+  int fp8_copies = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const int index = shapes[i].index;
+    if (index % every != (index / every) % every) continue;
+    Shape s = shapes[i];
+    s.layout = LayoutKind::kAoS;
+    s.seed += kAosSeedOffset;
+    std::vector<Fp8Format> flavours{Fp8Format::kE4m3};
+    if (s.preset == Preset::kK8V4) {
+      if (every == 1) {
+        flavours = {Fp8Format::kE4b15, Fp8Format::kE4m3};
+      } else if (fp8_copies++ % 2 == 0) {
+        flavours = {Fp8Format::kE4b15};
+      }
+    }
+    for (Fp8Format f : flavours) {
+      s.fp8_format = f;
+      s.index = static_cast<int>(shapes.size());
+      shapes.push_back(s);
+      s.seed += kAosSeedOffset;  // a second flavour: its own seed
+    }
+  }
   return shapes;
 }
 

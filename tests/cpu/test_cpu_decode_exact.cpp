@@ -2,7 +2,9 @@
 // ISA this CPU runs and every thread count: the edge grid of issue 4 on short
 // sequences, long sequences on a rotating subset, and the odd corners (dtypes,
 // split counts, dense rotations, custom codebooks, NaN FP8 codes, overflowing
-// scores, large GQA groups, nested TBB use).
+// scores, large GQA groups, nested TBB use). Every grid runs both layouts
+// (issue 12): SoA on all of it, AoS on a diagonal subset (with_aos) that
+// still varies every axis, k8v4 with both FP8 flavours.
 #include <gtest/gtest.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
@@ -127,10 +129,11 @@ TEST_P(CpuDecodeEdgeGrid, ShortSequences) {
   expect_exact(problem({0, 1, 17, 15, 16, 50}), Variant{}, all_cpu_runs());
 }
 INSTANTIATE_TEST_SUITE_P(Grid, CpuDecodeEdgeGrid,
-                         ::testing::ValuesIn(shape_grid({.head_dims = {64, 128, 256},
-                                                         .block_sizes = {1, 16, 64},
-                                                         .groups = {1, 3, 4, 8}},
-                                                        4000)),
+                         ::testing::ValuesIn(testing::with_aos(shape_grid({.head_dims = {64, 128, 256},
+                                                                           .block_sizes = {1, 16, 64},
+                                                                           .groups = {1, 3, 4, 8}},
+                                                                          4000),
+                                                               4)),
                          ShapeName());
 
 // Long sequences (5000 tokens: many tiles per split, blocks crossed inside
@@ -148,10 +151,11 @@ TEST_P(CpuDecodeLongSequences, Exact) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(Rotating, CpuDecodeLongSequences,
-                         ::testing::ValuesIn(testing::rotate(
-                             testing::rotate(shape_grid({.head_dims = {64, 128, 256}}, 5000), &Shape::block_size,
-                                             {1, 16, 64}),
-                             &Shape::group, {1, 3, 4, 8})),
+                         ::testing::ValuesIn(testing::with_aos(
+                             testing::rotate(testing::rotate(shape_grid({.head_dims = {64, 128, 256}}, 5000),
+                                                             &Shape::block_size, {1, 16, 64}),
+                                             &Shape::group, {1, 3, 4, 8}),
+                             3)),
                          ShapeName());
 
 using CpuDecodeSplitCounts = testing::ShapeTest;
@@ -164,7 +168,8 @@ TEST_P(CpuDecodeSplitCounts, Exact) {
     expect_exact(p, v, runs);
   }
 }
-INSTANTIATE_TEST_SUITE_P(Presets, CpuDecodeSplitCounts, ::testing::ValuesIn(shape_grid({}, 6000)), ShapeName());
+INSTANTIATE_TEST_SUITE_P(Presets, CpuDecodeSplitCounts, ::testing::ValuesIn(testing::with_aos(shape_grid({}, 6000), 2)),
+                         ShapeName());
 
 using CpuDecodeHalfPrecision = testing::ShapeTest;
 TEST_P(CpuDecodeHalfPrecision, QueriesAndOutputs) {
@@ -182,7 +187,8 @@ TEST_P(CpuDecodeHalfPrecision, QueriesAndOutputs) {
 }
 INSTANTIATE_TEST_SUITE_P(
     Presets, CpuDecodeHalfPrecision,
-    ::testing::ValuesIn(shape_grid({.presets = {Preset::k4BitNc, Preset::kK8V4, Preset::k3BitNc}, .groups = {3}}, 7000)),
+    ::testing::ValuesIn(testing::with_aos(
+        shape_grid({.presets = {Preset::k4BitNc, Preset::kK8V4, Preset::k3BitNc}, .groups = {3}}, 7000))),
     ShapeName());
 
 using CpuDecodeDenseRotation = testing::ShapeTest;
@@ -206,26 +212,32 @@ TEST_P(CpuDecodeDenseRotation, AndCustomCodebook) {
 }
 INSTANTIATE_TEST_SUITE_P(
     Presets, CpuDecodeDenseRotation,
-    ::testing::ValuesIn(shape_grid({.presets = {Preset::k4BitNc, Preset::kK3V4Nc}, .head_dims = {64, 128}}, 8000)),
+    ::testing::ValuesIn(testing::with_aos(
+        shape_grid({.presets = {Preset::k4BitNc, Preset::kK3V4Nc}, .head_dims = {64, 128}}, 8000), 2)),
     ShapeName());
 
 // FP8 NaN codes (0x7f, 0xff) in keys: the exact scalar fold takes over where
 // SIMD max would depend on the order; NaNs must stay NaNs (payloads may differ).
+// In both layouts; e4b15 has no NaN (the same bytes read +-1.875).
 TEST(CpuDecodeExact, NanFp8Codes) {
-  ProblemSpec spec;
-  spec.format = preset_format(Preset::kK8V4, 128);
-  spec.group = 4;
-  spec.seq_lens = {100, 40};
-  spec.seed = announce_seed(9000);
-  Problem p = make_problem(spec);
-  // A NaN code in a few keys of head 0 (key bytes of slot 3 of a few blocks).
-  for (std::int64_t blk = 0; blk < p.num_blocks; blk += 3) {
-    p.cache[p.layout.block_base(blk) + p.layout.key_data_offset(3, 0) + 5] = 0x7f;
-    p.cache[p.layout.block_base(blk) + p.layout.key_data_offset(7, 1) + 100] = 0xff;
+  const std::pair<LayoutKind, Fp8Format> kinds[] = {
+      {LayoutKind::kSoA, Fp8Format::kE4m3}, {LayoutKind::kAoS, Fp8Format::kE4m3}, {LayoutKind::kAoS, Fp8Format::kE4b15}};
+  for (const auto& [layout, fp8] : kinds) {
+    ProblemSpec spec;
+    spec.format = preset_format(Preset::kK8V4, 128, layout, fp8);
+    spec.group = 4;
+    spec.seq_lens = {100, 40};
+    spec.seed = announce_seed(9000);
+    Problem p = make_problem(spec);
+    // A NaN code in a few keys of head 0 (key bytes of slot 3 of a few blocks).
+    for (std::int64_t blk = 0; blk < p.num_blocks; blk += 3) {
+      p.cache[p.layout.block_base(blk) + p.layout.key_data_offset(3, 0) + 5] = 0x7f;
+      p.cache[p.layout.block_base(blk) + p.layout.key_data_offset(7, 1) + 100] = 0xff;
+    }
+    Variant v;
+    v.nan_equal = true;
+    expect_exact(p, v, all_cpu_runs({1, 2}));
   }
-  Variant v;
-  v.nan_equal = true;
-  expect_exact(p, v, all_cpu_runs({1, 2}));
 }
 
 // Scores overflowing to inf and NaN, a zero or negative scale.
@@ -241,7 +253,8 @@ TEST_P(CpuDecodeNonFiniteScores, Exact) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(Presets, CpuDecodeNonFiniteScores,
-                         ::testing::ValuesIn(shape_grid({.head_dims = {64}, .groups = {3}}, 9001)), ShapeName());
+                         ::testing::ValuesIn(testing::with_aos(shape_grid({.head_dims = {64}, .groups = {3}}, 9001))),
+                         ShapeName());
 
 // More query heads per KV head than the kernels keep in registers (odd
 // groups on 3-bit, even ones on 4-bit).
@@ -249,7 +262,7 @@ std::vector<Shape> large_groups() {
   std::vector<Shape> shapes =
       shape_grid({.presets = {Preset::k4BitNc}, .groups = {5, 9, 12, 20, 33}, .num_kv_heads = 1}, 10000);
   for (Shape& s : shapes) s.preset = s.group % 2 ? Preset::k3BitNc : Preset::k4BitNc;
-  return shapes;
+  return testing::with_aos(shapes, 2);
 }
 using CpuDecodeLargeGroups = testing::ShapeTest;
 TEST_P(CpuDecodeLargeGroups, Exact) {

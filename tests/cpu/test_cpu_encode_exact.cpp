@@ -2,7 +2,10 @@
 // whole cache (pre-filled with random bytes) is compared, for every ISA and
 // thread count, preset, head_dim, block size and input dtype, plus the rows
 // whose arithmetic has corners (zero rows, constant rows, signed zeros, fp16
-// overflow and subnormals, non-finite rows with check_finite off).
+// overflow and subnormals, non-finite rows with check_finite off, FP8 keys at
+// the e4b15 clamp). Both layouts (issue 12): AoS on a diagonal subset of the
+// big grid (with_aos) and on every shape of the small ones, k8v4 with both
+// FP8 flavours.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,8 +39,9 @@ struct EncodeCase {
   std::string name() const {
     return std::string("K") + std::to_string(format.key_bits) + "V" + std::to_string(format.value_bits) + "_D" +
            std::to_string(format.head_dim) + "_bs" + std::to_string(block_size) + "_hk" +
-           std::to_string(num_kv_heads) + "_n" + std::to_string(num_tokens) + "_" + dtype_name(dtype) + "_seed" +
-           std::to_string(seed) + (rotation ? "_rot" : "") + (codebook ? "_cb" : "");
+           std::to_string(num_kv_heads) + "_n" + std::to_string(num_tokens) + "_" + dtype_name(dtype) +
+           testing::format_suffix(format) + "_seed" + std::to_string(seed) + (rotation ? "_rot" : "") +
+           (codebook ? "_cb" : "");
   }
 };
 
@@ -79,9 +83,9 @@ void expect_exact(const EncodeCase& c, const Inputs& in, const std::vector<CpuRu
     if (bad >= 0) {
       const std::int64_t block = bad / layout.block_bytes();
       const std::int64_t within = bad % layout.block_bytes();
+      const char* region = layout.aos() ? ", AoS slot" : (within >= layout.meta_offset() ? ", metadata" : ", data");
       ADD_FAILURE() << run.name() << ": cache byte " << bad << " (block " << block << ", offset " << within
-                    << (within >= layout.meta_offset() ? ", metadata" : ", data") << ") = " << int{got[bad]}
-                    << ", reference " << int{want[bad]};
+                    << region << ") = " << int{got[bad]} << ", reference " << int{want[bad]};
       testing::dump_bytes(config + "_" + run.name(), "keys", kb.data(), kb.size());
       testing::dump_bytes(config + "_" + run.name(), "values", vb.data(), vb.size());
       return;
@@ -122,7 +126,8 @@ class EncodeShapeTest : public testing::ShapeTest {
 
 // Preset x head_dim x block size; Hk and the input dtype rotate with the seed.
 std::vector<Shape> preset_dims_block_sizes() {
-  std::vector<Shape> shapes = shape_grid({.head_dims = {64, 128, 256}, .block_sizes = {1, 16, 64}}, 20000);
+  std::vector<Shape> shapes =
+      testing::with_aos(shape_grid({.head_dims = {64, 128, 256}, .block_sizes = {1, 16, 64}}, 20000), 2);
   for (Shape& s : shapes) s.num_kv_heads = 1 + static_cast<int>(s.seed % 3);
   return shapes;
 }
@@ -146,6 +151,14 @@ TEST(CpuEncodeExact, ManyTokensAllDtypes) {
     c.seed = seed++;
     expect_exact(c, random_inputs(c, 3.0f), runs);
   }
+  // AoS: bf16 input (what vLLM stores), another preset.
+  EncodeCase c;
+  c.format = preset_format(Preset::kK3V4Nc, 128, LayoutKind::kAoS);
+  c.num_kv_heads = 8;
+  c.num_tokens = 700;
+  c.dtype = DType::kBFloat16;
+  c.seed = seed++;
+  expect_exact(c, random_inputs(c, 3.0f), runs);
 }
 
 // Rows whose arithmetic has corners.
@@ -168,10 +181,17 @@ TEST_P(CpuEncodeSpecialRows, Exact) {
   for (int i = 0; i < d; ++i) in.k[8 * d + i] = 3e20f * (i % 5 - 2);                            // dot16 overflows
   for (int i = 0; i < d; ++i) in.v[8 * d + i] = (i % 2 ? 3e38f : -3e38f);                        // max - min overflows
   for (int i = 0; i < d; ++i) in.k[9 * d + i] = 500.0f * (i % 7 - 3);                           // FP8 saturation
+  // Keys at the e4b15 clamp (1.75), around its rounding steps and subnormals
+  // (tokens 3 and 10 are padding rows: see expect_exact).
+  const float near_clamp[] = {1.75f, 1.7499999f, 1.7500001f, 1.8125f, 1.875f, 1.6875f, 1.71875f, 1.78125f,
+                              2.0f,  448.0f,     6.1035156e-05f, 3.0517578e-05f, 7.6293945e-06f, 1.1444092e-05f};
+  for (int i = 0; i < d; ++i) in.k[11 * d + i] = (i % 2 ? -1.0f : 1.0f) * near_clamp[i % std::size(near_clamp)];
+  for (int i = 0; i < d; ++i) in.k[1 * d + i] = std::ldexp(1.0f + static_cast<float>(i) / 64, i % 24 - 20);  // 2^-20 .. 2^4
   expect_exact(c, in, all_cpu_runs({1, 2}));
 }
 INSTANTIATE_TEST_SUITE_P(Presets, CpuEncodeSpecialRows,
-                         ::testing::ValuesIn(shape_grid({.head_dims = {64}, .num_kv_heads = 1}, 22000)), ShapeName());
+                         ::testing::ValuesIn(testing::with_aos(shape_grid({.head_dims = {64}, .num_kv_heads = 1}, 22000))),
+                         ShapeName());
 
 using CpuEncodeNonFiniteRows = EncodeShapeTest;
 TEST_P(CpuEncodeNonFiniteRows, WithChecksOff) {
@@ -184,7 +204,8 @@ TEST_P(CpuEncodeNonFiniteRows, WithChecksOff) {
   in.v[128 * 13] = std::numeric_limits<float>::quiet_NaN();
   expect_exact(c, in, all_cpu_runs({1, 2}));
 }
-INSTANTIATE_TEST_SUITE_P(Presets, CpuEncodeNonFiniteRows, ::testing::ValuesIn(shape_grid({}, 23000)), ShapeName());
+INSTANTIATE_TEST_SUITE_P(Presets, CpuEncodeNonFiniteRows, ::testing::ValuesIn(testing::with_aos(shape_grid({}, 23000))),
+                         ShapeName());
 
 using CpuEncodeDenseRotation = EncodeShapeTest;
 TEST_P(CpuEncodeDenseRotation, AndCustomCodebooks) {
@@ -215,8 +236,8 @@ TEST_P(CpuEncodeDenseRotation, AndCustomCodebooks) {
 }
 INSTANTIATE_TEST_SUITE_P(
     Presets, CpuEncodeDenseRotation,
-    ::testing::ValuesIn(shape_grid(
-        {.presets = {Preset::k4BitNc, Preset::kK3V4Nc, Preset::k3BitNc}, .head_dims = {64}}, 24000)),
+    ::testing::ValuesIn(testing::with_aos(shape_grid(
+        {.presets = {Preset::k4BitNc, Preset::kK3V4Nc, Preset::k3BitNc}, .head_dims = {64}}, 24000))),
     ShapeName());
 
 }  // namespace

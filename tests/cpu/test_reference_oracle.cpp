@@ -1,6 +1,7 @@
 // The golden decode against the independent float64 oracle (tests/common),
 // over the edge grid of the core issue: head_dim, block size, seq_len, GQA,
-// shuffled tables, all presets.
+// shuffled tables, all presets; both layouts (AoS on a diagonal subset, k8v4
+// with both FP8 flavours) and the AoS decode-time norm correction.
 #include <gtest/gtest.h>
 
 #include "common/f64_oracle.hpp"
@@ -37,9 +38,11 @@ void expect_matches_oracle(const ProblemSpec& spec, int splits = 32) {
 using ReferenceDecodeEdgeGrid = testing::ShapeTest;
 TEST_P(ReferenceDecodeEdgeGrid, AgainstFloat64Oracle) { expect_matches_oracle(shape().spec({0, 1, 15, 16, 17, 1000})); }
 INSTANTIATE_TEST_SUITE_P(Grid, ReferenceDecodeEdgeGrid,
-                         ::testing::ValuesIn(testing::rotate(
-                             testing::shape_grid({.head_dims = {64, 128, 256}, .block_sizes = {1, 16, 64}}, 100),
-                             &Shape::group, {1, 3, 4, 8})),
+                         ::testing::ValuesIn(testing::with_aos(
+                             testing::rotate(
+                                 testing::shape_grid({.head_dims = {64, 128, 256}, .block_sizes = {1, 16, 64}}, 100),
+                                 &Shape::group, {1, 3, 4, 8}),
+                             2)),
                          testing::ShapeName());
 
 // Long sequences and every group size (odd groups on K3V4, even on 4-bit).
@@ -49,7 +52,7 @@ std::vector<Shape> group_sizes() {
     s.preset = s.group % 2 ? Preset::kK3V4Nc : Preset::k4BitNc;
     s.seed = 7 + static_cast<std::uint32_t>(s.group);
   }
-  return shapes;
+  return testing::with_aos(shapes);
 }
 using ReferenceDecodeGroups = testing::ShapeTest;
 TEST_P(ReferenceDecodeGroups, LongSequencesAgainstFloat64Oracle) { expect_matches_oracle(shape().spec({1000, 17})); }
@@ -57,12 +60,48 @@ INSTANTIATE_TEST_SUITE_P(Groups, ReferenceDecodeGroups, ::testing::ValuesIn(grou
 
 TEST(ReferenceDecode, SharpAttentionAndFewSplits) {
   // Large logits (query x8) stress the online softmax; 1 and 3 splits change the merge.
-  ProblemSpec spec;
-  spec.format = preset_format(Preset::k4BitNc, 128);
-  spec.query_scale = 8.0f;
-  spec.key_scale = 3.0f;
-  spec.seq_lens = {1000, 5};
-  for (int splits : {1, 3, 32, 1024}) expect_matches_oracle(spec, splits);
+  for (LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
+    ProblemSpec spec;
+    spec.format = preset_format(Preset::k4BitNc, 128, layout);
+    spec.query_scale = 8.0f;
+    spec.key_scale = 3.0f;
+    spec.seq_lens = {1000, 5};
+    for (int splits : {1, 3, 32, 1024}) expect_matches_oracle(spec, splits);
+  }
+}
+
+// The two layouts store different norms for the same keys (SoA ||k|| / ||c||
+// folded at store, AoS ||k||, corrected at decode): both decode to the same
+// attention within fp16 rounding of the norm, and the AoS decode is not the
+// uncorrected one. Checked on the bytes, not through the library.
+TEST(ReferenceDecode, AosNormCorrectionAtDecodeMatchesTheSoaFold) {
+  for (Preset preset : {Preset::k4BitNc, Preset::kK3V4Nc, Preset::k3BitNc}) {
+    ProblemSpec spec;
+    spec.format = preset_format(preset, 64);
+    spec.seq_lens = {300, 7};
+    spec.seed = 4242;
+    const auto soa = make_problem(spec);
+    spec.format = preset_format(preset, 64, LayoutKind::kAoS);
+    const auto aos = make_problem(spec);
+    ASSERT_EQ(soa.keys, aos.keys);
+    std::vector<float> out_soa, out_aos, lse;
+    ASSERT_TRUE(decode_reference(soa.view(), soa.args(out_soa, lse)).ok());
+    ASSERT_TRUE(decode_reference(aos.view(), aos.args(out_aos, lse)).ok());
+    EXPECT_LE(testing::rel_l2(out_aos, out_soa), 5e-3) << preset_name(preset);
+    // The uncorrected AoS reading (stored ||k|| times c, as a decoder that
+    // forgot the correction would compute) is measurably further away.
+    BlockLayout wrong = aos.layout;
+    wrong.format.norm_correction = false;
+    std::vector<double> want, want_lse, forgot, forgot_lse;
+    testing::f64_attention({aos.layout, aos.cache.data(), aos.batch, aos.num_q_heads, aos.max_blocks,
+                            aos.block_table.data(), aos.seq_lens.data(), aos.query.data(), aos.scale},
+                           want, want_lse);
+    testing::f64_attention({wrong, aos.cache.data(), aos.batch, aos.num_q_heads, aos.max_blocks, aos.block_table.data(),
+                            aos.seq_lens.data(), aos.query.data(), aos.scale},
+                           forgot, forgot_lse);
+    EXPECT_LE(testing::rel_l2(out_aos, want), 1e-5) << preset_name(preset);
+    EXPECT_GT(testing::rel_l2(out_aos, forgot), 10 * testing::rel_l2(out_aos, want)) << preset_name(preset);
+  }
 }
 
 TEST(ReferenceDecode, SplitCountDoesNotChangeTheAnswerBeyondRounding) {

@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
-#include <string_view>
 #include <vector>
 
 #include "parallel.hpp"
@@ -143,9 +142,6 @@ void run(const cpu::IsaKernels& k, const ConstCacheView& cache, const DecodeArgs
 Status decode_cpu(const ConstCacheView& cache, const DecodeArgs& a, const CpuOptions& options) {
   const cpu::IsaKernels* k = nullptr;
   if (Status s = cpu::start_call(options, validate_decode(cache, a), &k); !s.ok()) return s;
-  if (cache.layout.aos() && std::string_view(k->name) != "scalar") {  // TODO(issue 12): in progress
-    return Status(StatusCode::kUnsupported, "the SIMD CPU kernels have no AoS path yet (use isa scalar)");
-  }
   if (a.batch == 0) return Status();
   const Codebook* cb = nullptr;
   core::Rotation rot;

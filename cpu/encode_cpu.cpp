@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <new>
-#include <string_view>
 
 #include "parallel.hpp"
 #include "simd/dispatch.hpp"
@@ -17,9 +16,6 @@ namespace turboquant {
 Status encode_cpu(const CacheView& cache, const EncodeArgs& a, const CpuOptions& options) {
   const cpu::IsaKernels* k = nullptr;
   if (Status s = cpu::start_call(options, validate_encode(cache, a), &k); !s.ok()) return s;
-  if (cache.layout.aos() && std::string_view(k->name) != "scalar") {  // TODO(issue 12): in progress
-    return Status(StatusCode::kUnsupported, "the SIMD CPU kernels have no AoS path yet (use isa scalar)");
-  }
   if (a.num_tokens == 0) return Status();
 
   cpu::EncodeProblem p;

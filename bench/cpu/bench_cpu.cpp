@@ -1,7 +1,9 @@
 // bench_cpu: the CPU backend's numbers for issue 4 (docs/PERFORMANCE.md).
 // Shape: D 128, Hq 32, Hk 8, block 16, shuffled block table; decode B=1 x
 // 32768, B=4 x 8192, B=16 x 2048 tokens for every preset, 1 and 2 threads;
-// the scalar reference on the same shapes; encode of 4bit_nc. Every benchmark
+// the scalar reference on the same shapes; encode of 4bit_nc. The SoA rows are
+// named as before; the same decodes and encodes on the AoS layout (issue 12)
+// are the rows starting "decode-aos/" and "encode-aos/". Every benchmark
 // reports, besides its time: cache GB/s (bytes of the token-heads it reads or
 // writes, records and metadata), the fraction of a memory-read bandwidth probe
 // measured in this process with the same thread count, and ns per token-head
@@ -38,13 +40,13 @@ std::string short_name(Preset p) {
   return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
 }
 
-// Caches are built once per (preset, batch, seq_len) and shared by benchmarks.
-const testing::Problem& problem(Preset preset, int batch, int seq_len, bool keep_inputs = false) {
-  static std::map<std::tuple<int, int, int>, std::unique_ptr<testing::Problem>> cache;
-  auto& slot = cache[{static_cast<int>(preset), batch, seq_len}];
+// Caches are built once per (preset, layout, batch, seq_len) and shared by benchmarks.
+const testing::Problem& problem(Preset preset, LayoutKind layout, int batch, int seq_len, bool keep_inputs = false) {
+  static std::map<std::tuple<int, int, int, int>, std::unique_ptr<testing::Problem>> cache;
+  auto& slot = cache[{static_cast<int>(preset), static_cast<int>(layout), batch, seq_len}];
   if (!slot || (keep_inputs && slot->keys.empty())) {
     testing::ProblemSpec spec;
-    spec.format = preset_format(preset, kHeadDim);
+    spec.format = preset_format(preset, kHeadDim, layout);
     spec.block_size = kBlock;
     spec.num_kv_heads = kKvHeads;
     spec.group = kGroup;
@@ -72,8 +74,9 @@ void report(benchmark::State& st, double seconds, double bytes, double token_hea
 }
 
 // isa: "" = the best, "reference" = decode_reference (single thread).
-void decode(benchmark::State& st, Preset preset, int batch, int seq_len, int threads, std::string isa) {
-  const testing::Problem& p = problem(preset, batch, seq_len);
+void decode(benchmark::State& st, Preset preset, LayoutKind layout, int batch, int seq_len, int threads,
+            std::string isa) {
+  const testing::Problem& p = problem(preset, layout, batch, seq_len);
   std::vector<float> out, lse;
   const DecodeArgs a = p.args(out, lse);
   const CpuOptions opt{threads, isa};
@@ -90,8 +93,9 @@ void decode(benchmark::State& st, Preset preset, int batch, int seq_len, int thr
 }
 
 // Encode of `tokens` tokens x Hk heads (K/V of `dtype` in, a cache slot each).
-void encode(benchmark::State& st, Preset preset, int tokens, DType dtype, int threads, std::string isa) {
-  const testing::Problem& p = problem(preset, 1, tokens, /*keep_inputs=*/true);
+void encode(benchmark::State& st, Preset preset, LayoutKind layout, int tokens, DType dtype, int threads,
+            std::string isa) {
+  const testing::Problem& p = problem(preset, layout, 1, tokens, /*keep_inputs=*/true);
   std::vector<std::uint8_t> cache = p.cache;
   const std::vector<std::uint8_t> keys = testing::as_dtype_bytes(p.keys, dtype);
   const std::vector<std::uint8_t> values = testing::as_dtype_bytes(p.values, dtype);
@@ -124,12 +128,17 @@ void register_all() {
   const auto reg = [](const std::string& name, auto fn) {
     return benchmark::RegisterBenchmark(name.c_str(), fn)->UseRealTime()->Unit(benchmark::kMillisecond);
   };
-  for (Preset preset : kAllPresets) {
-    for (auto [batch, seq] : shapes) {
-      for (int threads : {2, 1}) {
-        const std::string name = std::string("decode/") + short_name(preset) + "/B" + std::to_string(batch) + "x" +
-                                 std::to_string(seq) + "/t" + std::to_string(threads) + "/" + best;
-        reg(name, [=](benchmark::State& st) { decode(st, preset, batch, seq, threads, best); });
+  constexpr LayoutKind kSoA = LayoutKind::kSoA;
+  constexpr LayoutKind kAoS = LayoutKind::kAoS;
+  for (LayoutKind layout : {kSoA, kAoS}) {
+    const std::string decode_prefix = layout == kSoA ? "decode/" : "decode-aos/";
+    for (Preset preset : kAllPresets) {
+      for (auto [batch, seq] : shapes) {
+        for (int threads : {2, 1}) {
+          const std::string name = decode_prefix + short_name(preset) + "/B" + std::to_string(batch) + "x" +
+                                   std::to_string(seq) + "/t" + std::to_string(threads) + "/" + best;
+          reg(name, [=](benchmark::State& st) { decode(st, preset, layout, batch, seq, threads, best); });
+        }
       }
     }
   }
@@ -138,14 +147,14 @@ void register_all() {
     for (auto [batch, seq] : shapes) {
       const std::string name =
           "decode/4bit_nc/B" + std::to_string(batch) + "x" + std::to_string(seq) + "/t2/" + isa;
-      reg(name, [=](benchmark::State& st) { decode(st, Preset::k4BitNc, batch, seq, 2, isa); });
+      reg(name, [=](benchmark::State& st) { decode(st, Preset::k4BitNc, kSoA, batch, seq, 2, isa); });
     }
   }
   for (Preset preset : kAllPresets) {
     for (auto [batch, seq] : shapes) {
       const std::string name = std::string("decode/") + short_name(preset) + "/B" + std::to_string(batch) + "x" +
                                std::to_string(seq) + "/t1/reference";
-      reg(name, [=](benchmark::State& st) { decode(st, preset, batch, seq, 1, "reference"); })->Iterations(2);
+      reg(name, [=](benchmark::State& st) { decode(st, preset, kSoA, batch, seq, 1, "reference"); })->Iterations(2);
     }
   }
   for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
@@ -153,13 +162,16 @@ void register_all() {
     for (int threads : {2, 1}) {
       for (const std::string& isa : available_isas()) {
         if (isa == "scalar" && dtype != DType::kFloat32) continue;
-        const std::string name = "encode/4bit_nc/" + dt + "/N8192/t" + std::to_string(threads) + "/" + isa;
-        reg(name, [=](benchmark::State& st) { encode(st, Preset::k4BitNc, 8192, dtype, threads, isa); });
+        for (LayoutKind layout : {kSoA, kAoS}) {
+          const std::string name = (layout == kSoA ? "encode/" : "encode-aos/") + std::string("4bit_nc/") + dt +
+                                   "/N8192/t" + std::to_string(threads) + "/" + isa;
+          reg(name, [=](benchmark::State& st) { encode(st, Preset::k4BitNc, layout, 8192, dtype, threads, isa); });
+        }
       }
     }
   }
   reg("encode/4bit_nc/f32/N8192/t1/reference",
-      [](benchmark::State& st) { encode(st, Preset::k4BitNc, 8192, DType::kFloat32, 1, "reference"); })
+      [](benchmark::State& st) { encode(st, Preset::k4BitNc, kSoA, 8192, DType::kFloat32, 1, "reference"); })
       ->Iterations(3);
 }
 

@@ -46,6 +46,7 @@ struct DecodeKernels : DecodeTileOps<A> {
     float* run_sum;  // [group]
     float* vt;       // [16 tokens][16 codes]: dequantized value tables
     float* kbuf;     // [head_dim]
+    float* red_self;  // [16 slots][kSlotFloats]: dot16 lanes of c·c per token (AoS norm correction)
     Scratch(float* base, int group) {
       const int gpad = (group + 15) / 16 * 16;
       red = base;
@@ -59,6 +60,7 @@ struct DecodeKernels : DecodeTileOps<A> {
       run_sum = run_max + group;
       vt = run_sum + group;
       kbuf = vt + 16 * kTile;
+      red_self = kbuf + core::kMaxHeadDim;
       for (int g = 0; g < gpad; ++g) diff[g] = 0.0f;
     }
   };
@@ -129,7 +131,9 @@ struct DecodeKernels : DecodeTileOps<A> {
     const core::Format& f = p.layout.format;
     const int dims = f.head_dim;
     const int group = p.group;
-    const int key_bytes = f.key_data_bytes();
+    const int value_offset = f.value_record_offset();
+    // AoS _nc: the norm correction at decode, from dot16(c, c) of each key.
+    const bool correct_norms = KeyBits != 8 && f.norm_corrected_at_decode();
     const std::int64_t acc_stride = p.partials.acc_row_stride();  // between the group's query heads
     float* part = p.acc(b, h * group, s);
     const float* queries = p.query(b, h * group);
@@ -179,20 +183,30 @@ struct DecodeKernels : DecodeTileOps<A> {
       }
 
       // Keys: dot16 lanes of every (head, token) from one decode of the key.
-      // FP8 NaN codes (never written by an encoder) take a scalar decode.
-      std::uint32_t nan_keys = 0;
+      // FP8 keys take a scalar decode where the vector one does not apply:
+      // e4m3 NaN codes (never written by an encoder), and every e4b15 key.
+      std::uint32_t scalar_keys = 0;
       if constexpr (KeyBits == 8) {
-        for (int i = 0; i < n; ++i) nan_keys |= S::fp8_has_nan(t.key[i], dims) ? 1u << i : 0u;
+        if (f.fp8_format != core::Fp8Format::kE4m3) {
+          scalar_keys = (1u << n) - 1u;
+        } else {
+          for (int i = 0; i < n; ++i) scalar_keys |= S::fp8_has_nan(t.key[i], dims) ? 1u << i : 0u;
+        }
       }
-      if (nan_keys == 0) {
+      if (scalar_keys == 0) {
         for_head_blocks(group, [&]<int HB>(int g0) {
-          Ops::template keys_tile<KeyBits, HB>(t.key, n, key_table, queries + std::int64_t{g0} * dims, dims,
-                                 sc.red + g0 * kTile * S::kSlotFloats);
+          const float* q = queries + std::int64_t{g0} * dims;
+          float* red = sc.red + g0 * kTile * S::kSlotFloats;
+          if (correct_norms && g0 == 0) {
+            Ops::template keys_tile<KeyBits, HB, true>(t.key, n, key_table, q, dims, red, sc.red_self);
+          } else {
+            Ops::template keys_tile<KeyBits, HB>(t.key, n, key_table, q, dims, red);
+          }
         });
       } else {
         for (int i = 0; i < n; ++i) {
-          const bool nan = (nan_keys >> i) & 1u;
-          if (nan) fallback::decode_fp8(t.key[i], dims, sc.kbuf);
+          const bool nan = (scalar_keys >> i) & 1u;
+          if (nan) fallback::decode_fp8(f.fp8_format, t.key[i], dims, sc.kbuf);
           for_head_blocks(group, [&]<int HB>(int g0) {
             float* red = sc.red + g0 * kTile * S::kSlotFloats;
             const float* q = queries + std::int64_t{g0} * dims;
@@ -209,6 +223,16 @@ struct DecodeKernels : DecodeTileOps<A> {
           float* at = sc.red + (g * kTile + S::slot_of(i)) * S::kSlotFloats;
           for (int j = 0; j < S::kSlotFloats; ++j) at[j] = 0.0f;
         }
+        float* self = sc.red_self + S::slot_of(i) * S::kSlotFloats;
+        for (int j = 0; j < S::kSlotFloats; ++j) self[j] = 0.0f;
+      }
+      if (correct_norms) {
+        // core::corrected_key_norm lane by lane: norm * (1 / sqrt(sum c^2 + 1e-16)).
+        F sum_sq[R];
+        S::reduce_tile(sc.red_self, sum_sq);
+        for (int r = 0; r < R; ++r) {
+          norms[r] = norms[r] * (F(1.0f) / xsimd::sqrt(sum_sq[r] + F(core::kCorrectionEpsilon)));
+        }
       }
 
       fold_tile<KeyBits>(sc, group, n, norms, lanes);
@@ -217,7 +241,7 @@ struct DecodeKernels : DecodeTileOps<A> {
       // table, looked up by code, dim chunk by dim chunk.
       const std::uint8_t* vals[kTile];
       for (int i = 0; i < n; ++i) {
-        vals[i] = t.key[i] + key_bytes;
+        vals[i] = t.key[i] + value_offset;
         const F scale(vscale[i]);
         const F zero(vzero[i]);
         for (int r = 0; r < R; ++r) fma_rn<A>(codes_f[r], scale, zero).store_unaligned(sc.vt + 16 * i + r * W);

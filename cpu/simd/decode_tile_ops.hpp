@@ -54,15 +54,20 @@ struct DecodeTileOps {
 
   // dot16 lanes of one token's key against HB prepared queries (one chain of
   // fused multiply-adds per lane, chunk by chunk, from +0), stored at the
-  // token's tile slot.
-  template <int KeyBits, int HB>
+  // token's tile slot. With SelfDot also the lanes of dot16(c, c), the
+  // centroid sum of squares of the decode-time norm correction (AoS,
+  // core::decode_key_norm), from the same decode of the key, at red_self.
+  template <int KeyBits, int HB, bool SelfDot = false>
   static void dot_token(const std::uint8_t* key, const typename S::Table& tab, const float* q, int dims, float* red,
-                        int slot) {
+                        int slot, float* red_self = nullptr) {
     F acc[HB][R];
+    F self[R];
     TQ_UNROLL
     for (int g = 0; g < HB; ++g)
       TQ_UNROLL
       for (int r = 0; r < R; ++r) acc[g][r] = F(0.0f);
+    TQ_UNROLL
+    for (int r = 0; r < R; ++r) self[r] = F(0.0f);
     for (int c = 0; c < dims / 16; ++c) {
       F k[R];
       key_chunk<KeyBits>(key, c, tab, k);
@@ -71,9 +76,14 @@ struct DecodeTileOps {
         TQ_UNROLL
         for (int r = 0; r < R; ++r)
           acc[g][r] = fma_rn<A>(F::load_unaligned(q + std::int64_t{g} * dims + 16 * c + r * W), k[r], acc[g][r]);
+      if constexpr (SelfDot) {
+        TQ_UNROLL
+        for (int r = 0; r < R; ++r) self[r] = fma_rn<A>(k[r], k[r], self[r]);
+      }
     }
     TQ_UNROLL
     for (int g = 0; g < HB; ++g) S::store_dot(red + (g * kTile + slot) * S::kSlotFloats, acc[g]);
+    if constexpr (SelfDot) S::store_dot(red_self + slot * S::kSlotFloats, self);
   }
 
   // The same for a key already decoded to fp32 (FP8 keys holding NaN codes).
@@ -127,11 +137,13 @@ struct DecodeTileOps {
 
   // One tile's keys for HB heads, and one tile's values: out of line (and
   // flattened inside) so that each hot loop gets its own register allocation.
-  template <int KeyBits, int HB>
+  template <int KeyBits, int HB, bool SelfDot = false>
   [[gnu::noinline, gnu::flatten]] static void keys_tile(const std::uint8_t* const* keys, int n,
                                                         const typename S::Table& tab, const float* q, int dims,
-                                                        float* red) {
-    for (int i = 0; i < n; ++i) dot_token<KeyBits, HB>(keys[i], tab, q, dims, red, S::slot_of(i));
+                                                        float* red, float* red_self = nullptr) {
+    for (int i = 0; i < n; ++i) {
+      dot_token<KeyBits, HB, SelfDot>(keys[i], tab, q, dims, red, S::slot_of(i), red_self);
+    }
   }
   template <int VBits, int HB>
   [[gnu::noinline, gnu::flatten]] static void values_tile(const std::uint8_t* const* vals, int n, int dims,

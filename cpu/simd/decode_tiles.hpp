@@ -1,7 +1,9 @@
 // Walking one work item's tokens tile by tile through the block table: the
 // addresses of each token's records, the tile's fp16 metadata widened to fp32,
-// and software prefetch. Templated on the arch (never shared between ISA
-// translation units). Offsets come from core::BlockLayout only.
+// and software prefetch, for both layouts (SoA: a tile's metadata field is
+// consecutive fp16 values; AoS: it sits inside each token's record).
+// Templated on the arch (never shared between ISA translation units). Offsets
+// come from core::BlockLayout only.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +20,7 @@ inline constexpr int kTile = core::kTileTokens;
 // The records of up to 16 consecutive tokens of one KV head.
 struct TileRecords {
   int n = 0;
-  const std::uint8_t* key[kTile];  // key data; the value data follows at + key_data_bytes()
+  const std::uint8_t* key[kTile];  // records; the value codes start at + format.value_record_offset()
   bool one_block = false;          // all n tokens in `block`, slots slot..slot+n-1
   const std::uint8_t* block = nullptr;
   int slot = 0;
@@ -46,6 +48,7 @@ class TileWalker {
     meta_off_[0] = l_.format.fp8_keys() ? -1 : l_.meta_field_base(h, core::MetaField::kKeyNorm);
     meta_off_[1] = l_.meta_field_base(h, core::MetaField::kValueScale);
     meta_off_[2] = l_.meta_field_base(h, core::MetaField::kValueZero);
+    for (int m = 0; m < 3; ++m) in_record_[m] = meta_off_[m] - key_off_;  // AoS: the field's place in a record
   }
 
   // The next tile (n = 0 after the last), its records and metadata prefetched
@@ -69,7 +72,7 @@ class TileWalker {
         t.blocks[i] = block_;
         t.slots[i] = slot_;
       }
-      if (i == 0 || slot_ == 0) prefetch_meta(block_, slot_);
+      if (!l_.aos() && (i == 0 || slot_ == 0)) prefetch_meta(block_, slot_);  // AoS: in the record
       if (++slot_ == bs && token_ + i + 1 < end_) {
         slot_ = 0;
         block_ = p_.cache + l_.block_base(block_row_[++blk_]);
@@ -79,9 +82,16 @@ class TileWalker {
   }
 
   // Metadata field m (0 key norm, 1 value scale, 2 value zero) of the tile's
-  // tokens as fp32; lanes >= n are 0. The fields of consecutive slots are
-  // kMetaTokenStride = 2 bytes apart: one fp16 vector.
+  // tokens as fp32; lanes >= n are 0. SoA: the fields of consecutive slots are
+  // meta_token_stride() = 2 bytes apart, one fp16 vector. AoS: one fp16 in
+  // each record.
   void meta(const TileRecords& t, int m, F* out) const {
+    if (l_.aos()) {
+      alignas(32) std::uint16_t h[kTile] = {};
+      for (int i = 0; i < t.n; ++i) std::memcpy(&h[i], t.key[i] + in_record_[m], 2);
+      S::half16(h, out);
+      return;
+    }
     if (t.one_block && t.n == kTile) {
       S::half16(reinterpret_cast<const std::uint16_t*>(meta_at(t.block, m, t.slot)), out);
       return;
@@ -101,7 +111,7 @@ class TileWalker {
   template <int Hint>
   [[gnu::always_inline]] void prefetch_record(const std::uint8_t* rec) const {
     const auto first = reinterpret_cast<std::uintptr_t>(rec) & ~std::uintptr_t{63};
-    const auto last = reinterpret_cast<std::uintptr_t>(rec + l_.format.data_bytes() - 1);
+    const auto last = reinterpret_cast<std::uintptr_t>(rec + l_.format.record_bytes() - 1);
     for (std::uintptr_t line = first; line <= last; line += 64) {
       prefetch<Hint>(reinterpret_cast<const std::uint8_t*>(line));
     }
@@ -137,6 +147,7 @@ class TileWalker {
   std::int64_t rec_stride_;
   std::int64_t key_off_;
   std::int64_t meta_off_[3];
+  std::int64_t in_record_[3];
   int token_;  // next token to walk
   int end_;
   int blk_;

@@ -109,7 +109,7 @@ struct EncodeKernels {
     core::MetaField fields[3];
     int nmeta = 0;
     if constexpr (KeyBits == 8) {
-      fallback::encode_fp8(k, dims, key_bytes);
+      fallback::encode_fp8(l.format.fp8_format, k, dims, key_bytes);
     } else {
       // normalize_key: ||k|| = sqrt(dot16(k, k)); x_hat = k / (||k|| + 1e-8).
       F y[kMaxRegs];

@@ -60,7 +60,7 @@ inline int used_splits(int seq_len, int num_splits) {
 
 // Floats of per-task scratch a decode work item needs (any ISA).
 inline std::int64_t decode_scratch_floats(int group) {
-  return std::int64_t{group} * (16 * 16 + 3 * 16) + 16 * 16 + core::kMaxHeadDim + 64;
+  return std::int64_t{group} * (16 * 16 + 3 * 16) + 2 * 16 * 16 + core::kMaxHeadDim + 64;
 }
 
 // One encode call, after validation.
@@ -93,8 +93,8 @@ namespace fallback {
 float exp2(float x);
 float log2(float x);
 float fold_tile(core::SoftmaxState& state, const float* scores, int n, float* probs);
-void decode_fp8(const std::uint8_t* bytes, int dims, float* out);
-void encode_fp8(const float* k, int dims, std::uint8_t* out);
+void decode_fp8(core::Fp8Format f, const std::uint8_t* bytes, int dims, float* out);
+void encode_fp8(core::Fp8Format f, const float* k, int dims, std::uint8_t* out);
 core::ValueRange value_range(const float* v, int dims);
 void encode_token_head(const EncodeProblem& p, std::uint8_t* block, int t, int h, const float* k, const float* v);
 }  // namespace fallback

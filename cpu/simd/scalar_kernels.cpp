@@ -19,11 +19,11 @@ float log2(float x) { return core::log2_tq(x); }
 float fold_tile(core::SoftmaxState& state, const float* scores, int n, float* probs) {
   return core::softmax_fold_tile(state, scores, n, probs);
 }
-void decode_fp8(const std::uint8_t* bytes, int dims, float* out) {
-  for (int d = 0; d < dims; ++d) out[d] = core::fp8_e4m3_to_float(bytes[d]);
+void decode_fp8(core::Fp8Format f, const std::uint8_t* bytes, int dims, float* out) {
+  for (int d = 0; d < dims; ++d) out[d] = core::fp8_to_float(f, bytes[d]);
 }
-void encode_fp8(const float* k, int dims, std::uint8_t* out) {
-  for (int d = 0; d < dims; ++d) out[d] = core::float_to_fp8_e4m3(k[d]);
+void encode_fp8(core::Fp8Format f, const float* k, int dims, std::uint8_t* out) {
+  for (int d = 0; d < dims; ++d) out[d] = core::float_to_fp8(f, k[d]);
 }
 core::ValueRange value_range(const float* v, int dims) { return core::value_range(v, dims); }
 void encode_token_head(const EncodeProblem& p, std::uint8_t* block, int t, int h, const float* k, const float* v) {

@@ -95,6 +95,32 @@ struct OracleSlotMap {
   }
 };
 
+// 1 for every byte of a cache of `num_blocks` blocks that an encode of
+// `slots` may write, from the slot map above (so that a canary test or a
+// fuzzer also checks the library's addresses): the key bytes, value bytes
+// and fp16 fields of every KV head of each slot >= 0. Everything else (other
+// slots, the bytes between and after slots, the padding at the end of a slot
+// or a block) must keep its value.
+inline std::vector<std::uint8_t> oracle_slot_mask(const BlockLayout& l, std::int64_t num_blocks,
+                                                  const std::vector<std::int64_t>& slots) {
+  const OracleSlotMap m(l);
+  std::vector<std::uint8_t> mask(static_cast<std::size_t>(num_blocks * m.block_bytes()), 0);
+  const auto mark = [&](std::int64_t at, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) mask[static_cast<std::size_t>(at + i)] = 1;
+  };
+  for (std::int64_t slot : slots) {
+    if (slot < 0 || slot >= num_blocks * m.bs) continue;
+    const std::int64_t base = slot / m.bs * m.block_bytes();
+    const int t = static_cast<int>(slot % m.bs);
+    for (int h = 0; h < m.hk; ++h) {
+      mark(base + m.key_at(t, h), m.kb);
+      mark(base + m.value_at(t, h), m.vb);
+      for (int f = 0; f < m.nf; ++f) mark(base + m.field_at(t, h, f), 2);
+    }
+  }
+  return mask;
+}
+
 // Token (t, h) of `block` dequantized: k in the basis the scores use (rotated
 // for Lloyd-Max keys, times the key norm; FP8 keys as stored) and v.
 // SoA stores the norm with the correction folded in; AoS stores ||k|| and

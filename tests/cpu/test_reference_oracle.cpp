@@ -7,6 +7,7 @@
 #include "common/f64_oracle.hpp"
 #include "common/random_problem.hpp"
 #include "common/shape_grid.hpp"
+#include "turboquant/io/case_dir.hpp"
 
 namespace turboquant {
 namespace {
@@ -204,6 +205,35 @@ TEST(ReferenceDecode, CallerSuppliedDenseRotationAndCodebook) {
   ASSERT_TRUE(decode_reference(p.view(), c).ok());
   EXPECT_EQ(std::memcmp(custom.data(), with.data(), with.size() * 4), 0);
 }
+
+// The oracle itself against real vLLM bytes: its own slot map, fp16 / FP8
+// (e4m3, e4b15) decoding and AoS norm correction must reproduce each shared
+// case's reference_out_f64 (a float64 decoder written separately from this
+// one; the cases README puts the two 2026-12-01 decoders 1e-16 to 5e-15
+// apart, the 2026-11-29 D-128 MSE ones 5e-9).
+class OracleOnVllmCase : public ::testing::TestWithParam<const char*> {};
+TEST_P(OracleOnVllmCase, ReproducesTheCaseFloat64Reference) {
+  io::CaseDir c;
+  const std::string dir = std::string(TQ_TEST_DATA_DIR) + "/" + GetParam();
+  ASSERT_TRUE(io::load_case(dir, io::CaseLoadOptions::all_required(), &c).ok()) << dir;
+  std::vector<double> out, lse;
+  testing::f64_attention({c.layout, c.kv_cache.data(), static_cast<int>(c.batch), c.num_q_heads,
+                          static_cast<int>(c.max_blocks_per_seq), c.block_table.data(), c.seq_lens.data(),
+                          c.query.data(), c.scale, c.format.fp8_keys() ? nullptr : c.centroids.data()},
+                         out, lse);
+  const double err = testing::rel_l2(out, c.reference_out_f64.values);
+  std::printf("[ MEASURED ] %s (%s): oracle vs reference_out_f64 rel L2 %.3g\n", GetParam(), layout_name(c.layout.format.layout), err);
+  EXPECT_LE(err, 1e-7) << GetParam();
+}
+INSTANTIATE_TEST_SUITE_P(
+    Cases, OracleOnVllmCase,
+    ::testing::Values("vllm-soa/s01_4bit_nc_d128_bs16_gqa4", "vllm-soa/s02_k8v4_d128_bs16_gqa4",
+                      "vllm-soa/s03_k3v4_nc_d64_bs32_mha", "vllm-soa/s04_3bit_nc_d256_bs16_gqa8",
+                      "vllm-soa/s05_4bit_nc_d128_bs64_sharp", "vllm-aos/a01_4bit_nc_d128_bs16_gqa4",
+                      "vllm-aos/a02_k8v4_d128_bs16_gqa4", "vllm-aos/a03_k3v4_nc_d64_bs32_mha",
+                      "vllm-aos/a04_3bit_nc_d256_bs16_gqa8", "vllm-aos/a05_4bit_nc_d128_bs64_sharp",
+                      "vllm-aos/a06_k8v4_e4b15_d128_bs16_gqa4"),
+    [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param).substr(9, 3); });
 
 }  // namespace
 }  // namespace turboquant

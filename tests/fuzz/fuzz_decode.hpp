@@ -1,5 +1,6 @@
 // Fuzz target: decode (and dequantize) over arbitrary cache bytes, block
-// tables, seq_lens and arguments. The input picks a (valid or invalid) layout and arguments; every
+// tables, seq_lens and arguments. The input picks a (valid or invalid) layout
+// (SoA or AoS, e4m3 or e4b15 FP8 keys, out-of-range enum values) and arguments; every
 // buffer is allocated at exactly the size its `bytes` field claims, so a
 // validation gap turns into an AddressSanitizer report instead of passing
 // silently. Invariants:
@@ -10,7 +11,11 @@
 //     overflow (UBSan) and must accept block ids up to num_blocks - 1;
 //   - the CPU backend's output bits equal the reference's on rows where both
 //     are free of NaN (ARITHMETIC.md: NaN rows from garbage cache bytes are
-//     unspecified).
+//     unspecified);
+//   - for every valid layout (block_size and num_kv_heads up to 4096), the
+//     library's address map (core::BlockLayout) names, at slots and heads the
+//     input picks, the bytes the spec-written slot map of the float64 oracle
+//     (tests/common/f64_oracle.hpp) names, inside the block.
 #pragma once
 
 #include <algorithm>
@@ -19,6 +24,7 @@
 #include <limits>
 #include <vector>
 
+#include "common/f64_oracle.hpp"
 #include "fuzz/fuzz_input.hpp"
 #include "turboquant/detail/elements.hpp"
 #include "turboquant/turboquant.hpp"
@@ -68,10 +74,16 @@ inline std::int32_t clamp32(std::int64_t v) {
                                                             std::numeric_limits<std::int32_t>::max()));
 }
 
+// The layout and the FP8 flavour come from the high bits of the byte that
+// picks the preset, so that corpus files written before they existed keep
+// every later read: bit 3 AoS, bit 4 e4b15 (FP8 keys); bits 5-7 all set give
+// an invalid format instead (an enum value outside the enumeration, or e4b15
+// on Lloyd-Max keys), which validation must reject.
 inline turboquant::Format fuzz_format(Input& in) {
   using namespace turboquant;
   static const int kHeadDims[] = {32, 64, 32, 64, 128, 256, 512, 48, 96, 16, 0, -32, 33, 1024};
-  const int preset = in.u8() % 6;
+  const std::uint8_t choice = in.u8();
+  const int preset = choice % 6;
   Format f;
   if (preset < 4) {
     f = core::preset_format(kAllPresets[preset], in.pick(kHeadDims));
@@ -83,7 +95,40 @@ inline turboquant::Format fuzz_format(Input& in) {
     f.norm_correction = in.flag();
     f.head_dim = preset == 4 ? in.pick(kHeadDims) : in.wild_i32();
   }
+  f.layout = choice & 0x08 ? LayoutKind::kAoS : LayoutKind::kSoA;
+  if (f.fp8_keys() && (choice & 0x10)) f.fp8_format = Fp8Format::kE4b15;
+  if ((choice >> 5) == 7) {
+    if (choice & 0x08) {
+      f.layout = static_cast<LayoutKind>(2 + (choice & 0x07));
+    } else {
+      f.fp8_format = choice & 0x10 ? static_cast<Fp8Format>(2 + (choice & 0x07)) : Fp8Format::kE4b15;
+    }
+  }
   return f;
+}
+
+// The library's offsets of (t, h) against the oracle's spec-written slot map
+// at the corners and inner points of the block (all 16 pairs); `l` is valid.
+// It reads no input, so corpus files keep their meaning.
+inline void check_address_map(const turboquant::BlockLayout& l) {
+  using turboquant::MetaField;
+  const turboquant::testing::OracleSlotMap m(l);
+  if (l.block_bytes() != m.block_bytes()) fail("address map: block_bytes differs from the spec");
+  if (l.used_block_bytes() > l.block_bytes()) fail("address map: used bytes exceed the block");
+  const int bs = l.block_size, hk = l.num_kv_heads;
+  for (int t : {0, bs - 1, bs / 2, bs * 5 / 7}) {
+    for (int h : {0, hk - 1, hk / 2, hk * 3 / 5}) {
+      if (l.key_data_offset(t, h) != m.key_at(t, h)) fail("address map: key offset differs from the spec");
+      if (l.value_data_offset(t, h) != m.value_at(t, h)) fail("address map: value offset differs from the spec");
+      if (l.value_data_offset(t, h) + l.format.value_data_bytes() > l.block_bytes()) fail("address map: value past the block");
+      for (MetaField f : {MetaField::kKeyNorm, MetaField::kValueScale, MetaField::kValueZero}) {
+        if (f == MetaField::kKeyNorm && l.format.fp8_keys()) continue;
+        const std::int64_t at = l.meta_field_offset(t, h, f);
+        if (at != m.field_at(t, h, l.format.field_index(f))) fail("address map: metadata offset differs from the spec");
+        if (at < 0 || at + 2 > l.block_bytes()) fail("address map: metadata past the block");
+      }
+    }
+  }
 }
 
 // A user-made codebook: right or wrong bit count, finite or not, sorted or not.
@@ -144,6 +189,7 @@ inline int fuzz_decode(const std::uint8_t* data, std::size_t size) {
   l.block_size = wild ? in.wild_i32() : static_cast<int>(in.range(1, 48));
   l.num_kv_heads = wild ? in.wild_i32() : static_cast<int>(in.range(1, 4));
   const bool layout_ok = validate_layout(l).ok();
+  if (layout_ok) check_address_map(l);
   const int group = static_cast<int>(in.range(1, 8));
 
   DecodeArgs a;

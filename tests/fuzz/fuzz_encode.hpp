@@ -4,7 +4,10 @@
 //     return the same status code; on error no cache byte changes;
 //   - on success only the bytes of the stored slots change (key bytes, value
 //     bytes, metadata fields of every KV head of each slot whose mapping is
-//     >= 0): every other byte, padding included, keeps its random value;
+//     >= 0): every other byte, padding included, keeps its random value; the
+//     mask of those bytes from core::BlockLayout equals the one from the
+//     oracle's spec-written slot map (both layouts: in AoS the other slots of
+//     a block and the bytes between slots must keep their values);
 //   - no metadata field written from finite input is inf or NaN (fp16 clamp);
 //   - encode_cpu writes the same bytes as encode_reference;
 //   - a "fake" cache (num_blocks up to 2^63 - 1 with little memory behind it)
@@ -113,6 +116,9 @@ inline int fuzz_encode(const std::uint8_t* data, std::size_t size) {
     return 0;
   }
   const std::vector<std::uint8_t> mask = slot_byte_mask(l, num_blocks, slot_values);
+  if (mask != turboquant::testing::oracle_slot_mask(l, num_blocks, slot_values)) {
+    fail("encode: the slots' bytes (BlockLayout) differ from the spec's slot map");
+  }
   bool finite_input = true;
   for (std::int64_t i = 0; i < e.num_tokens * l.num_kv_heads * dims && finite_input; ++i) {
     finite_input = std::isfinite(detail::load_element(keys.v.data(), e.dtype, i)) &&

@@ -55,8 +55,11 @@ def seeds_npy():
     write("npy", "v3", npy("f4", (2,), [1, 2], version=3))
 
 
-def case_files(preset, head_dim, block_size, hk, group, seq_lens, kbits_codebook):
-    """A small synthetic case directory (random cache bytes, consistent shapes)."""
+def case_files(preset, head_dim, block_size, hk, group, seq_lens, kbits_codebook, extra_meta=None):
+    """A small synthetic case directory (random cache bytes, consistent shapes).
+
+    extra_meta: meta.json keys added as given (layout, fp8_format,
+    sliding_window, or keys and values the loader must refuse)."""
     slot = {"turboquant_k8v4": head_dim + head_dim // 2 + 4,
             "turboquant_4bit_nc": head_dim // 2 + head_dim // 2 + 6,
             "turboquant_k3v4_nc": head_dim * 3 // 8 + head_dim // 2 + 6,
@@ -69,6 +72,7 @@ def case_files(preset, head_dim, block_size, hk, group, seq_lens, kbits_codebook
     n = sum(seq_lens)
     meta = {"preset": preset, "head_dim": head_dim, "block_size": block_size, "num_kv_heads": hk,
             "num_q_heads": hq, "scale": head_dim ** -0.5, "num_kv_splits": rng.choice([1, 4, 32])}
+    meta.update(extra_meta or {})
     cents = sorted(rng.gauss(0, head_dim ** -0.5) for _ in range(2 ** kbits_codebook))
     slots = []
     for s, l in enumerate(seq_lens):
@@ -112,9 +116,52 @@ def seeds_api(target):
             write(target, "m%02x_%d" % (mode, length), bytes([mode]) + tail)
 
 
+def seeds_case_dir_aos():
+    # The meta.json keys of the AoS cases (2026-12-01): the layout, the FP8
+    # flavour, a sliding window (refused as unsupported), and values and keys
+    # the loader must refuse by name.
+    write("case_dir", "aos_4bit_d32", pack_case(case_files("turboquant_4bit_nc", 32, 4, 1, 2, [5, 0], 4, {"layout": "aos"})))
+    write("case_dir", "aos_k3v4_d64", pack_case(case_files("turboquant_k3v4_nc", 64, 3, 2, 1, [4], 3, {"layout": "aos"})))
+    write("case_dir", "aos_k8v4_e4b15", pack_case(case_files("turboquant_k8v4", 32, 2, 2, 1, [3], 4,
+                                                             {"layout": "aos", "fp8_format": "e4b15"})))
+    write("case_dir", "soa_k8v4_e4m3", pack_case(case_files("turboquant_k8v4", 32, 2, 1, 2, [2], 4,
+                                                            {"layout": "soa", "fp8_format": "e4m3"})))
+    write("case_dir", "aos_window", pack_case(case_files("turboquant_4bit_nc", 32, 4, 1, 2, [5], 4,
+                                                         {"layout": "aos", "sliding_window": 4})))
+    write("case_dir", "bad_layout", pack_case(case_files("turboquant_3bit_nc", 32, 2, 1, 1, [3], 3, {"layout": "AoS"})[:1]))
+    write("case_dir", "bad_fp8_on_mse", pack_case(case_files("turboquant_4bit_nc", 32, 2, 1, 1, [3], 4,
+                                                             {"fp8_format": "e4b15"})[:1]))
+    write("case_dir", "bad_fp8_value", pack_case(case_files("turboquant_k8v4", 32, 2, 1, 1, [3], 4,
+                                                            {"layout": "aos", "fp8_format": 15})[:1]))
+    write("case_dir", "unknown_key", pack_case(case_files("turboquant_4bit_nc", 32, 2, 1, 1, [3], 4,
+                                                          {"layout": "aos", "window": 8})[:1]))
+
+
+def seeds_api_formats(target):
+    # The byte after the mode picks the format (fuzz_format): preset = byte % 6
+    # (kAllPresets order, then two custom kinds), bit 3 AoS, bit 4 e4b15 (FP8
+    # keys), bits 5-7 all set an invalid layout or flavour. One seed per
+    # preset in AoS (k8v4 with both flavours), and the invalid ones.
+    def format_byte(preset, aos, e4b15, wild=False):
+        return next(c for c in range(256) if c % 6 == preset and bool(c & 0x08) == aos and bool(c & 0x10) == e4b15
+                    and ((c >> 5) == 7) == wild)
+    for name, choice in [("aos_k8v4", format_byte(0, True, False)), ("aos_k8v4_e4b15", format_byte(0, True, True)),
+                         ("soa_k8v4_e4b15", format_byte(0, False, True)), ("aos_4bit", format_byte(1, True, False)),
+                         ("aos_k3v4", format_byte(2, True, False)), ("aos_3bit", format_byte(3, True, False)),
+                         ("aos_custom", format_byte(4, True, True)), ("bad_layout", format_byte(1, True, False, True)),
+                         ("bad_fp8", format_byte(0, False, True, True)), ("e4b15_on_mse", format_byte(2, False, False, True))]:
+        for mode in (0x00, 0x80):
+            tail = bytes(rng.randrange(256) for _ in range(300))
+            write(target, "f%s_m%02x" % (name, mode), bytes([mode, choice]) + tail)
+
+
 if __name__ == "__main__":
     seeds_npy()
     seeds_case_dir()
     seeds_api("decode")
     seeds_api("encode")
+    # Written last, so that the seeds above keep their bytes (one random stream).
+    seeds_case_dir_aos()
+    seeds_api_formats("decode")
+    seeds_api_formats("encode")
     sys.exit(0)

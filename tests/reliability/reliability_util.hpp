@@ -181,43 +181,35 @@ inline void hadamard_f64(std::vector<double>& x) {
 }
 
 // Streaming float64 attention over the dequantized cache, written like
-// tests/common/f64_oracle.hpp (independent of the library's decode) but in one
-// pass with a running max, so that 1,000,000-token sequences need no
-// per-token storage. out [B, Hq, D], lse [B, Hq] (natural log).
+// tests/common/f64_oracle.hpp (independent of the library's decode and of
+// core::BlockLayout: it shares that oracle's spec-written slot decoder,
+// tqt::oracle_token, for both layouts) but in one pass with a running max, so
+// that 1,000,000-token sequences need no per-token storage. out [B, Hq, D],
+// lse [B, Hq] (natural log).
 inline void f64_attention_streaming(const tqt::OracleInput& in, std::vector<double>& out, std::vector<double>& lse) {
   const Format& f = in.layout.format;
+  const tqt::OracleSlotMap m(in.layout);
   const int D = f.head_dim, bs = in.layout.block_size, hk = in.layout.num_kv_heads;
   const int group = in.num_q_heads / hk;
-  const std::int64_t stride = in.layout.block_bytes();
-  const std::int64_t meta = in.layout.meta_offset();
-  const int nf = f.fp8_keys() ? 2 : 3;
-  const float* cents = f.fp8_keys() ? nullptr : vllm_codebook(D, f.key_bits).centroids;
+  const float* cents = tqt::oracle_centroids(in);
   out.assign(static_cast<std::size_t>(in.batch) * in.num_q_heads * D, 0.0);
   lse.assign(static_cast<std::size_t>(in.batch) * in.num_q_heads, -INFINITY);
-  std::vector<double> q(D), acc(D);
+  std::vector<double> q(D), acc(D), k(D), v(D);
   for (int b = 0; b < in.batch; ++b) {
     const int len = in.seq_lens[b];
     for (int hq = 0; hq < in.num_q_heads; ++hq) {
       const int h = hq / group;
       const float* qrow = in.query + (std::int64_t{b} * in.num_q_heads + hq) * D;
       q.assign(qrow, qrow + D);
-      if (!f.fp8_keys()) hadamard_f64(q);
+      if (!m.fp8) hadamard_f64(q);
       double mx = -INFINITY, den = 0;
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int t = 0; t < len; ++t) {
-        const std::uint8_t* blk = in.cache + in.block_table[std::int64_t{b} * in.max_blocks + t / bs] * stride;
-        const int slot = t % bs;
-        const std::uint8_t* rec = blk + (std::int64_t{slot} * hk + h) * f.data_bytes();
-        const auto field = [&](int fi) {
-          return tqt::oracle_fp16(blk + meta + 2 * ((std::int64_t{h} * nf + fi) * bs + slot));
-        };
+        const std::uint8_t* blk = in.cache + in.block_table[std::int64_t{b} * in.max_blocks + t / bs] * m.block_bytes();
+        tqt::oracle_token(f, m, blk, t % bs, h, cents, k.data(), v.data());
         double dot = 0;
-        for (int d = 0; d < D; ++d) {
-          const double k = f.fp8_keys() ? core::fp8_e4m3_to_float(rec[d]) : cents[tqt::oracle_code(f.key_bits, rec, d)];
-          dot += q[d] * k;
-        }
-        const double score = (f.fp8_keys() ? dot : dot * field(0)) * in.scale;
-        const double vscale = field(nf - 2), vzero = field(nf - 1);
+        for (int d = 0; d < D; ++d) dot += q[d] * k[d];
+        const double score = dot * in.scale;
         if (score > mx) {
           const double r = std::exp(mx - score);
           den *= r;
@@ -226,9 +218,7 @@ inline void f64_attention_streaming(const tqt::OracleInput& in, std::vector<doub
         }
         const double w = std::exp(score - mx);
         den += w;
-        for (int d = 0; d < D; ++d) {
-          acc[d] += w * (tqt::oracle_code(f.value_bits, rec + f.key_data_bytes(), d) * vscale + vzero);
-        }
+        for (int d = 0; d < D; ++d) acc[d] += w * v[d];
       }
       if (len == 0) continue;
       for (int d = 0; d < D; ++d) out[(std::int64_t{b} * in.num_q_heads + hq) * D + d] = acc[d] / den;

@@ -1,7 +1,7 @@
 // Every shape / dtype / range error of the decode and encode API, on every
 // backend: the Status code, a message naming the argument and the value, and
 // nothing written (out, lse and cache keep their canaries). One row per case
-// of docs/RELIABILITY.md §1.
+// of docs/RELIABILITY.md §1. Every table runs on a cache of each layout.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -32,6 +32,10 @@ class BadDecode : public ::testing::Test {
  protected:
   tqt::Problem p =
       tqt::make_problem(tqt::Shape{.preset = Preset::k4BitNc, .head_dim = 64, .group = 2, .seed = 81}.spec({20, 33}));
+  // The same problem in the AoS layout (same K/V, tables and lengths).
+  const tqt::Problem aos_ = tqt::make_problem(
+      tqt::Shape{.preset = Preset::k4BitNc, .head_dim = 64, .group = 2, .seed = 81, .layout = LayoutKind::kAoS}.spec(
+          {20, 33}));
   std::vector<float> out, lse;
   std::vector<std::int32_t> table = p.block_table, lens = p.seq_lens;
   std::vector<float> query = p.query;
@@ -39,6 +43,9 @@ class BadDecode : public ::testing::Test {
   Codebook cb = vllm_codebook(64, 4);
 
   void check(const std::vector<DecodeRow>& rows) {
+    const tqt::Problem soa = p;
+    for (const tqt::Problem* layout_problem : {&soa, &aos_}) {
+    p = *layout_problem;
     for (const DecodeBackend& be : decode_backends()) {
       for (const DecodeRow& row : rows) {
         table = p.block_table;
@@ -50,6 +57,7 @@ class BadDecode : public ::testing::Test {
         c.args.query = {query.data(), query.size() * 4};
         row.mutate(c);
         const Status s = be.decode(c.cache, c.args);
+        SCOPED_TRACE(layout_name(p.layout.format.layout));
         EXPECT_EQ(s.code(), row.code) << be.name << " / " << row.name << ": " << s.to_string();
         EXPECT_NE(s.message().find(row.fragment), std::string::npos)
             << be.name << " / " << row.name << ": message \"" << s.message() << "\" lacks \"" << row.fragment << "\"";
@@ -58,6 +66,8 @@ class BadDecode : public ::testing::Test {
         for (float v : lse) ASSERT_EQ(v, -7.0f) << be.name << " / " << row.name << ": lse written";
       }
     }
+    }
+    p = soa;
   }
 };
 
@@ -74,6 +84,12 @@ TEST_F(BadDecode, LayoutAndCacheErrors) {
       {"key_bits 5", [](C& c) { c.cache.layout.format.key_bits = 5; }, StatusCode::kInvalidArgument, "key_bits must be 3, 4 or 8"},
       {"value_bits 2", [](C& c) { c.cache.layout.format.value_bits = 2; }, StatusCode::kInvalidArgument, "value_bits must be 3 or 4"},
       {"fp8 + norm correction", [](C& c) { c.cache.layout.format.key_bits = 8; }, StatusCode::kInvalidArgument, "norm correction applies to Lloyd-Max keys only"},
+      {"layout 2", [](C& c) { c.cache.layout.format.layout = static_cast<LayoutKind>(2); }, StatusCode::kInvalidArgument, "layout = 2, fp8_format = e4m3}: layout must be soa or aos"},
+      {"layout 255", [](C& c) { c.cache.layout.format.layout = static_cast<LayoutKind>(255); }, StatusCode::kInvalidArgument, "layout must be soa or aos"},
+      {"fp8_format 2", [](C& c) { c.cache.layout.format = core::preset_format(Preset::kK8V4, 64, c.cache.layout.format.layout);
+         c.cache.layout.format.fp8_format = static_cast<Fp8Format>(2); }, StatusCode::kInvalidArgument, "fp8_format = 2}: fp8_format must be e4m3 or e4b15"},
+      {"e4b15 on Lloyd-Max keys", [](C& c) { c.cache.layout.format.fp8_format = Fp8Format::kE4b15; }, StatusCode::kInvalidArgument,
+       "fp8_format e4b15 applies to FP8 keys only"},
       {"num_blocks 0", [](C& c) { c.cache.num_blocks = 0; }, StatusCode::kInvalidArgument, "cache.num_blocks = 0"},
       {"num_blocks -5", [](C& c) { c.cache.num_blocks = -5; }, StatusCode::kInvalidArgument, "cache.num_blocks = -5"},
       {"cache null", [](C& c) { c.cache.data = nullptr; }, StatusCode::kBufferTooSmall, "cache.data is null"},
@@ -200,7 +216,15 @@ class BadEncode : public ::testing::Test {
   std::vector<float> rotation = std::vector<float>(64 * 64, 0.0f);
   Codebook cb;
 
+  // The same problem in the AoS layout.
+  const tqt::Problem aos_ = tqt::make_problem(
+      tqt::Shape{.preset = Preset::k3BitNc, .head_dim = 64, .seed = 82, .layout = LayoutKind::kAoS}.spec({12}));
+
   void check(const std::vector<EncodeRow>& rows) {
+    const tqt::Problem soa = p;
+    for (const tqt::Problem* layout_problem : {&soa, &aos_}) {
+    p = *layout_problem;
+    SCOPED_TRACE(layout_name(p.layout.format.layout));
     for (const EncodeBackend& be : encode_backends()) {
       for (const EncodeRow& row : rows) {
         slots = p.slots;
@@ -215,6 +239,8 @@ class BadEncode : public ::testing::Test {
         EXPECT_TRUE(cache == p.cache) << be.name << " / " << row.name << ": cache written";
       }
     }
+    }
+    p = soa;
   }
 };
 
@@ -235,6 +261,9 @@ TEST_F(BadEncode, ShapeBufferSlotAndTableErrors) {
        "slot_mapping names slot " + std::to_string(p.slots[2]) + " more than once"},
       {"cache null", [](E&, V& v) { v.data = nullptr; }, StatusCode::kBufferTooSmall, "cache.data is null"},
       {"bad layout", [](E&, V& v) { v.layout.block_size = -3; }, StatusCode::kInvalidArgument, "block_size must be >= 1"},
+      {"layout 7", [](E&, V& v) { v.layout.format.layout = static_cast<LayoutKind>(7); }, StatusCode::kInvalidArgument, "layout must be soa or aos"},
+      {"e4b15 on Lloyd-Max keys", [](E&, V& v) { v.layout.format.fp8_format = Fp8Format::kE4b15; }, StatusCode::kInvalidArgument,
+       "fp8_format e4b15 applies to FP8 keys only"},
       {"codebook bits", [this](E& e, V&) { cb = vllm_codebook(64, 4); e.codebook = &cb; }, StatusCode::kInvalidArgument,
        "codebook has 4 bits but the format's keys have 3"},
       {"codebook inf", [this](E& e, V&) { cb = vllm_codebook(64, 3); cb.centroids[0] = -INFINITY; e.codebook = &cb; }, StatusCode::kNonFinite,

@@ -11,11 +11,11 @@
 namespace tq_rel {
 namespace {
 
-// Every preset x block sizes 1, 16, 32 (one seed for all: TQ_SEED replays).
+// Every preset x block sizes 1, 16, 32 (one seed for all: TQ_SEED replays);
+// AoS on half of them (with_aos).
 using BlockTablesRepeated = tqt::ShapeTest;
 TEST_P(BlockTablesRepeated, EqualMaterializedCopies) {
   const std::uint32_t s = seed(41);
-  const Preset preset = shape().preset;
   const int bs = shape().block_size;
   tqt::ProblemSpec spec = shape().spec({3 * bs + 1});
   spec.seed = s;
@@ -60,7 +60,7 @@ TEST_P(BlockTablesRepeated, EqualMaterializedCopies) {
     std::vector<float> out_shared, lse_shared, out_flat, lse_flat;
     const DecodeArgs a = run(be, p.view(), shared_table, out_shared, lse_shared);
     run(be, ConstCacheView(l, placed.data(), copies), flat_table, out_flat, lse_flat);
-    const std::string what = std::string(preset_name(preset)) + " bs " + std::to_string(bs) + " " + be.name;
+    const std::string what = shape().name() + " " + be.name;
     EXPECT_TRUE(bits_equal(out_shared, out_flat)) << what;
     EXPECT_TRUE(bits_equal(lse_shared, lse_flat)) << what;
     std::vector<double> out64, lse64;
@@ -71,8 +71,8 @@ TEST_P(BlockTablesRepeated, EqualMaterializedCopies) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(Presets, BlockTablesRepeated,
-                         ::testing::ValuesIn(tqt::shape_grid({.head_dims = {64}, .block_sizes = {1, 16, 32}, .groups = {2}},
-                                                             41)),
+                         ::testing::ValuesIn(tqt::with_aos(
+                             tqt::shape_grid({.head_dims = {64}, .block_sizes = {1, 16, 32}, .groups = {2}}, 41), 2)),
                          tqt::ShapeName());
 
 TEST(BlockTables, EntriesPastTheSequenceEndAreNeverRead) {

@@ -1,8 +1,10 @@
 // Concurrent calls: many std::threads decoding the same cache at once (every
 // backend, mixed thread counts and ISAs) give the bits of a single call;
 // concurrent encodes into disjoint slots of one cache give the bytes of one
-// encode; the lazily built codebook cache is safe to race on. Run under
-// ThreadSanitizer by `make sanitize` (label "reliability").
+// encode; the lazily built codebook cache is safe to race on. Both layouts
+// (in AoS the slots of one block are neighbours in memory, so concurrent
+// encodes of one block write adjacent bytes). Run under ThreadSanitizer by
+// `make sanitize` (label "reliability").
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -16,12 +18,16 @@ namespace {
 constexpr int kThreads = 8;
 
 TEST(Concurrency, ManyThreadsDecodingOneCacheGetTheBitsOfOneCall) {
+  const std::uint32_t s = seed(51);
+  for (const Format& format : {core::preset_format(Preset::kK3V4Nc, 128),
+                               core::preset_format(Preset::kK3V4Nc, 128, LayoutKind::kAoS),
+                               core::preset_format(Preset::kK8V4, 128, LayoutKind::kAoS, Fp8Format::kE4b15)}) {
   tqt::ProblemSpec spec;
-  spec.format = core::preset_format(Preset::kK3V4Nc, 128);
+  spec.format = format;
   spec.num_kv_heads = 2;
   spec.group = 4;
   spec.seq_lens = {300, 17, 0, 129};
-  spec.seed = seed(51);
+  spec.seed = s;
   const tqt::Problem p = tqt::make_problem(spec);
   std::vector<float> want_out, want_lse;
   ASSERT_TRUE(decode_reference(p.view(), p.args(want_out, want_lse, 7)).ok());
@@ -51,19 +57,22 @@ TEST(Concurrency, ManyThreadsDecodingOneCacheGetTheBitsOfOneCall) {
     });
   }
   for (std::thread& th : pool) th.join();
-  EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(mismatches.load(), 0) << "a concurrent decode differed from the single call";
+  EXPECT_EQ(failures.load(), 0) << describe(format);
+  EXPECT_EQ(mismatches.load(), 0) << describe(format) << ": a concurrent decode differed from the single call";
+  }
 }
 
 TEST(Concurrency, ConcurrentEncodesIntoDisjointSlotsOfOneCache) {
-  // Slots of one block share the block's metadata region (different bytes):
-  // interleave the slots of every block across the threads.
+  // Slots of one block share the block's metadata region (SoA) or sit side by
+  // side (AoS): interleave the slots of every block across the threads.
+  const std::uint32_t s = seed(52);
+  for (LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
   tqt::ProblemSpec spec;
-  spec.format = core::preset_format(Preset::k3BitNc, 64);
+  spec.format = core::preset_format(Preset::k3BitNc, 64, layout);
   spec.num_kv_heads = 3;
   spec.group = 1;
   spec.seq_lens = {160};
-  spec.seed = seed(52);
+  spec.seed = s;
   const tqt::Problem p = tqt::make_problem(spec);  // p.cache: one sequential encode
   const int dims = 64, row = 3 * dims;
   for (const EncodeBackend& be : encode_backends()) {
@@ -88,8 +97,9 @@ TEST(Concurrency, ConcurrentEncodesIntoDisjointSlotsOfOneCache) {
       });
     }
     for (std::thread& th : pool) th.join();
-    EXPECT_EQ(failures.load(), 0) << be.name;
-    EXPECT_TRUE(cache == p.cache) << be.name << ": concurrent encodes differ from one encode";
+    EXPECT_EQ(failures.load(), 0) << be.name << " " << layout_name(layout);
+    EXPECT_TRUE(cache == p.cache) << be.name << " " << layout_name(layout) << ": concurrent encodes differ from one encode";
+  }
   }
 }
 

@@ -1,8 +1,11 @@
 // Extreme but finite inputs: magnitudes up to 1e6 in K/V (fp16 metadata
 // clamps to +-65504, never inf), the -125,000 attention sink of vLLM
 // gh-53334, scores up to +-1e4 after scaling (the online softmax never
-// overflows), and vectors whose values are all equal (zero range: scale 1e-8).
+// overflows), vectors whose values are all equal (zero range: scale 1e-8),
+// and FP8 keys beyond the e4b15 range (+-1.75 stored; NaN and inf too).
 // Each decode is compared with float64 attention over the dequantized cache.
+// Every preset runs in both layouts (the AoS key norm is the raw ||k||, so
+// its clamp meets other numbers than SoA's folded norm).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -15,9 +18,26 @@ namespace {
 
 constexpr float kFp16Max = 65504.0f;
 
-tqt::Problem base(Preset preset, int dims, std::uint32_t s, std::vector<int> lens = {50, 17}) {
+// A preset in one layout: the parameter of the suites below.
+struct PresetLayout {
+  Preset preset;
+  LayoutKind layout;
+};
+std::string preset_layout_name(const ::testing::TestParamInfo<PresetLayout>& info) {
+  return tqt::preset_short_name(info.param.preset) + (info.param.layout == LayoutKind::kAoS ? "_aos" : "");
+}
+std::vector<PresetLayout> presets_in_both_layouts() {
+  std::vector<PresetLayout> v;
+  for (LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
+    for (Preset p : kAllPresets) v.push_back({p, layout});
+  }
+  return v;
+}
+
+tqt::Problem base(Preset preset, int dims, std::uint32_t s, std::vector<int> lens = {50, 17},
+                  LayoutKind layout = LayoutKind::kSoA, Fp8Format fp8 = Fp8Format::kE4m3) {
   tqt::ProblemSpec spec;
-  spec.format = core::preset_format(preset, dims);
+  spec.format = core::preset_format(preset, dims, layout, fp8);
   spec.num_kv_heads = 2;
   spec.group = 2;
   spec.seq_lens = std::move(lens);
@@ -55,16 +75,23 @@ std::vector<float> decode_and_check(const tqt::Problem& p, double out_tol, doubl
   return ref_out;
 }
 
-// Each test of this suite runs once per preset.
-class ExtremePreset : public ::testing::TestWithParam<Preset> {};
+// Each test of this suite runs once per preset and layout.
+class ExtremePreset : public ::testing::TestWithParam<PresetLayout> {
+ protected:
+  Preset preset_ = GetParam().preset;
+  LayoutKind layout_ = GetParam().layout;
+  tqt::Problem base(int dims, std::uint32_t s, std::vector<int> lens = {50, 17}) const {
+    return tq_rel::base(preset_, dims, s, std::move(lens), layout_);
+  }
+  std::string what() const { return std::string(preset_name(preset_)) + " " + layout_name(layout_); }
+};
 
 TEST_P(ExtremePreset, MagnitudesUpTo1e6ClampTheFp16MetadataAndDecodeFinite) {
   const std::uint32_t s = seed(21);
-  const Preset preset = GetParam();
   for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
     for (float mag : {1e3f, 1e5f, 1e6f}) {
       if (t == DType::kFloat16 && mag > kFp16Max) continue;  // not representable as fp16 input
-      tqt::Problem p = base(preset, 128, s);
+      tqt::Problem p = base(128, s);
       std::mt19937 rng(s);
       std::uniform_real_distribution<float> u(-1.0f, 1.0f);
       for (float& k : p.keys) k = u(rng) * mag;
@@ -72,16 +99,16 @@ TEST_P(ExtremePreset, MagnitudesUpTo1e6ClampTheFp16MetadataAndDecodeFinite) {
       ASSERT_TRUE(reencode(p, t).ok());
       std::string where;
       EXPECT_TRUE(metadata_finite(p.layout, p.cache.data(), p.slots, &where))
-          << preset_name(preset) << " " << mag << ": " << where;
+          << what() << " " << mag << ": " << where;
       // A value vector with min -1e6 stores zero = -65504, not -inf.
       const float zero = core::read_meta(p.layout, p.cache.data() + p.layout.block_base(p.slots[0] / p.layout.block_size),
                                          static_cast<int>(p.slots[0] % p.layout.block_size), 0, MetaField::kValueZero);
       if (mag >= 1e5f) {
-        EXPECT_EQ(zero, -kFp16Max) << preset_name(preset);
+        EXPECT_EQ(zero, -kFp16Max) << what();
       }
       // Scores are huge (keys ~mag, norms clamped at 65504): the softmax is
       // one-hot; decode must stay finite and agree with float64.
-      decode_and_check(p, 1e-4, 1e-5, std::string(preset_name(preset)) + " " + dtype_name(t) + " " + std::to_string(mag));
+      decode_and_check(p, 1e-4, 1e-5, what() + " " + dtype_name(t) + " " + std::to_string(mag));
     }
   }
 }
@@ -90,8 +117,7 @@ TEST_P(ExtremePreset, AttentionSinkOfMinus125000StaysFinite) {
   // vLLM gh-53334: a value vector holding -125,000 (an attention-sink token)
   // rounded its zero point to fp16 -inf and the whole vector to inf.
   const std::uint32_t s = seed(22);
-  const Preset preset = GetParam();
-  tqt::Problem p = base(preset, 128, s, {64, 33});
+  tqt::Problem p = base(128, s, {64, 33});
   const int row = p.layout.num_kv_heads * p.layout.format.head_dim;
   for (int d = 0; d < p.layout.format.head_dim; ++d) p.values[d] = d == 0 ? -125000.0f : 0.01f * d;
   p.values[3 * row + 9] = -125000.0f;  // and one more sink, in head 0 of token 3
@@ -99,12 +125,12 @@ TEST_P(ExtremePreset, AttentionSinkOfMinus125000StaysFinite) {
   ASSERT_TRUE(reencode(p).ok());
   const std::uint8_t* block = p.cache.data() + p.layout.block_base(p.slots[0] / p.layout.block_size);
   const int t = static_cast<int>(p.slots[0] % p.layout.block_size);
-  EXPECT_EQ(core::read_meta(p.layout, block, t, 0, MetaField::kValueZero), -kFp16Max) << preset_name(preset);
+  EXPECT_EQ(core::read_meta(p.layout, block, t, 0, MetaField::kValueZero), -kFp16Max) << what();
   const float scale = core::read_meta(p.layout, block, t, 0, MetaField::kValueScale);
-  EXPECT_TRUE(std::isfinite(scale)) << preset_name(preset);
+  EXPECT_TRUE(std::isfinite(scale)) << what();
   std::string where;
   EXPECT_TRUE(metadata_finite(p.layout, p.cache.data(), p.slots, &where)) << where;
-  decode_and_check(p, 1e-5, 1e-6, std::string("sink ") + preset_name(preset));
+  decode_and_check(p, 1e-5, 1e-6, "sink " + what());
 }
 
 // Largest |score| (natural-log units, after softmax_scale) of a problem:
@@ -123,10 +149,9 @@ double max_abs_score(const tqt::Problem& p) {
 
 TEST_P(ExtremePreset, ScoresUpTo1e4AfterScalingDoNotOverflowTheSoftmax) {
   const std::uint32_t s = seed(23);
-  const Preset preset = GetParam();
   for (double target : {1e2, 1e3, 1e4}) {
     for (bool all_negative : {false, true}) {
-      tqt::Problem p = base(preset, 64, s, {80, 31});
+      tqt::Problem p = base(64, s, {80, 31});
       if (all_negative) {
         // Every key close to one direction k0, the query along -k0: all
         // scores near -target (a naive exp(score) would underflow to 0/0).
@@ -154,7 +179,7 @@ TEST_P(ExtremePreset, ScoresUpTo1e4AfterScalingDoNotOverflowTheSoftmax) {
       // exp() turns into ~1e-3 relative weight errors: out is compared at
       // 1e-2 (relative to its largest element), the LSE at 1e-6 of its size.
       decode_and_check(p, 1e-2, 1e-6,
-                       std::string(preset_name(preset)) + " |scores| ~" + std::to_string(target) +
+                       what() + " |scores| ~" + std::to_string(target) +
                            (all_negative ? " all negative" : ""));
     }
   }
@@ -162,9 +187,8 @@ TEST_P(ExtremePreset, ScoresUpTo1e4AfterScalingDoNotOverflowTheSoftmax) {
 
 TEST_P(ExtremePreset, AllValuesEqualWithinAVectorUseTheMinimumScale) {
   const std::uint32_t s = seed(24);
-  const Preset preset = GetParam();
   for (float c : {0.0f, 3.25f, -1.5e-3f, 1e6f, -125000.0f}) {
-    tqt::Problem p = base(preset, 64, s, {20, 5});
+    tqt::Problem p = base(64, s, {20, 5});
     std::fill(p.values.begin(), p.values.end(), c);
     ASSERT_TRUE(reencode(p).ok());
     const BlockLayout& l = p.layout;
@@ -180,7 +204,7 @@ TEST_P(ExtremePreset, AllValuesEqualWithinAVectorUseTheMinimumScale) {
         for (int i = 0; i < l.format.value_data_bytes(); ++i) ASSERT_EQ(codes[i], 0) << "all codes are 0";
       }
     }
-    const std::vector<float> out = decode_and_check(p, 1e-6, 1e-6, std::string(preset_name(preset)) + " const " + std::to_string(c));
+    const std::vector<float> out = decode_and_check(p, 1e-6, 1e-6, what() + " const " + std::to_string(c));
     const float expect = core::fp16_to_float(core::float_to_fp16_clamped(c));
     for (float o : out) ASSERT_NEAR(o, expect, std::abs(expect) * 1e-6) << "attention over equal values returns that value";
   }
@@ -188,16 +212,69 @@ TEST_P(ExtremePreset, AllValuesEqualWithinAVectorUseTheMinimumScale) {
 
 TEST_P(ExtremePreset, ZeroKeysGiveUniformAttention) {
   const std::uint32_t s = seed(25);
-  const Preset preset = GetParam();
-  tqt::Problem p = base(preset, 64, s, {37, 16});
+  tqt::Problem p = base(64, s, {37, 16});
   std::fill(p.keys.begin(), p.keys.end(), 0.0f);
   ASSERT_TRUE(reencode(p).ok());
   std::string where;
   EXPECT_TRUE(metadata_finite(p.layout, p.cache.data(), p.slots, &where)) << where;
-  decode_and_check(p, 1e-5, 1e-6, std::string("zero keys ") + preset_name(preset));
+  decode_and_check(p, 1e-5, 1e-6, "zero keys " + what());
 }
 
-INSTANTIATE_TEST_SUITE_P(Presets, ExtremePreset, ::testing::ValuesIn(kAllPresets), tqt::PresetName());
+INSTANTIATE_TEST_SUITE_P(Presets, ExtremePreset, ::testing::ValuesIn(presets_in_both_layouts()), preset_layout_name);
+
+// e4b15 FP8 keys (what vLLM writes below sm_89) hold |k| <= 1.75 only:
+// larger magnitudes store +-1.75 (bytes 0x7e / 0xfe), and so do +-inf and NaN
+// (check_finite off); smaller ones round to 3 mantissa bits (subnormals below
+// 2^-14). Every encode backend writes the same bytes; the decode of such keys
+// stays finite and matches float64. Bytes are read through the oracle's own
+// slot map and e4b15 decoding. Both layouts.
+TEST(Extreme, E4b15KeysClampTo1p75IncludingNonFinite) {
+  const std::uint32_t s = seed(27);
+  for (LayoutKind layout : {LayoutKind::kAoS, LayoutKind::kSoA}) {
+    tqt::Problem p = base(Preset::kK8V4, 64, s, {40, 9}, layout, Fp8Format::kE4b15);
+    const std::string what = std::string("e4b15 ") + layout_name(layout);
+    // Magnitudes 2^-20 .. 2^20 over the elements, both signs; a few non-finite.
+    for (std::size_t i = 0; i < p.keys.size(); ++i) {
+      const float sign = (i / 3) % 2 ? -1.0f : 1.0f;
+      p.keys[i] = sign * std::ldexp(1.0f + static_cast<float>(i % 7) / 7, static_cast<int>(i % 41) - 20);
+    }
+    const float kNonFinite[] = {INFINITY, -INFINITY, NAN};
+    for (std::size_t i = 0; i < 3; ++i) p.keys[100 + 37 * i] = kNonFinite[i];
+    std::vector<std::uint8_t> first;
+    for (const EncodeBackend& be : encode_backends()) {
+      std::fill(p.cache.begin(), p.cache.end(), 0);
+      EncodeArgs e = p.encode_args();
+      e.check_finite = false;
+      ASSERT_TRUE(be.encode(CacheView{p.layout, p.cache.data(), p.num_blocks}, e).ok()) << what << " " << be.name;
+      if (first.empty()) first = p.cache;
+      EXPECT_TRUE(p.cache == first) << what << " " << be.name << " wrote other bytes than " << encode_backends()[0].name;
+    }
+    const tqt::OracleSlotMap m(p.layout);
+    const int dims = 64, hk = p.layout.num_kv_heads;
+    int clamped = 0;
+    for (std::size_t token = 0; token < p.slots.size(); ++token) {
+      const std::int64_t slot = p.slots[token];
+      const std::uint8_t* block = p.cache.data() + slot / m.bs * m.block_bytes();
+      for (int h = 0; h < hk; ++h) {
+        for (int d = 0; d < dims; ++d) {
+          const float k = p.keys[(token * hk + h) * dims + d];
+          const std::uint8_t byte = block[m.key_at(static_cast<int>(slot % m.bs), h) + d];
+          const double got = tqt::oracle_fp8(Fp8Format::kE4b15, byte);
+          if (!(std::fabs(k) < 1.75f)) {  // >= 1.75, inf, NaN
+            ++clamped;
+            ASSERT_EQ(byte, std::signbit(k) ? 0xfe : 0x7e) << what << " key " << k;
+          } else if (std::fabs(k) >= std::ldexp(1.0f, -14)) {
+            ASSERT_LE(std::fabs(got - k), std::fabs(k) / 16) << what << " key " << k << " byte " << int{byte};
+          } else {
+            ASSERT_LE(std::fabs(got - k), std::ldexp(1.0, -18) + std::ldexp(1.0, -24)) << what << " key " << k << " byte " << int{byte};
+          }
+        }
+      }
+    }
+    EXPECT_GT(clamped, 100) << what;
+    decode_and_check(p, 1e-5, 1e-6, what);
+  }
+}
 
 TEST(Extreme, HalfPrecisionOutputSaturatesToInfBeyond65504) {
   // Documented (ARITHMETIC.md §1): fp32 -> binary16 output rounds to nearest

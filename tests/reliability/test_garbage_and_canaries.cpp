@@ -6,7 +6,10 @@
 //    where NaN appears (ARITHMETIC.md §6); elsewhere the backends agree to the bit.
 //  - Canaries: guard bytes before and after every buffer the library writes
 //    (out, lse, the cache) stay intact; decode never writes its inputs; encode
-//    writes exactly the bytes of its slots; a rejected call writes nothing.
+//    writes exactly the bytes of its slots (by a mask from the spec, not from
+//    core::BlockLayout: in AoS every other slot of a block, the bytes between
+//    slots and any padding keep their values); a rejected call writes nothing.
+// Every test runs both layouts (k8v4 AoS also with e4b15 keys).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -29,13 +32,26 @@ void fill_garbage(std::vector<std::uint8_t>& cache, int pattern, std::mt19937& r
   }
 }
 
+// The (layout, FP8 flavour) pairs every test here runs: SoA e4m3, AoS e4m3,
+// AoS e4b15 (the flavour matters to FP8 keys only; MSE presets skip it).
+struct LayoutCase {
+  LayoutKind layout;
+  Fp8Format fp8;
+  bool applies_to(Preset p) const { return fp8 == Fp8Format::kE4m3 || p == Preset::kK8V4; }
+  std::string name() const { return std::string(" ") + layout_name(layout) + (fp8 == Fp8Format::kE4b15 ? " e4b15" : ""); }
+};
+const LayoutCase kLayouts[] = {
+    {LayoutKind::kSoA, Fp8Format::kE4m3}, {LayoutKind::kAoS, Fp8Format::kE4m3}, {LayoutKind::kAoS, Fp8Format::kE4b15}};
+
 TEST(Garbage, DecodeOfArbitraryCacheBytesReturnsAndStaysInside) {
   const std::uint32_t s = seed(61);
   std::mt19937 rng(s);
+  for (const LayoutCase& lc : kLayouts) {
   for (Preset preset : kAllPresets) {
+    if (!lc.applies_to(preset)) continue;
     for (int pattern = 0; pattern < 5; ++pattern) {
       tqt::ProblemSpec spec;
-      spec.format = core::preset_format(preset, pattern % 2 ? 64 : 128);
+      spec.format = core::preset_format(preset, pattern % 2 ? 64 : 128, lc.layout, lc.fp8);
       spec.block_size = pattern == 3 ? 1 : 16;
       spec.num_kv_heads = 2;
       spec.group = 3;
@@ -53,7 +69,8 @@ TEST(Garbage, DecodeOfArbitraryCacheBytesReturnsAndStaysInside) {
         a.lse = g_lse.buffer();
         const std::vector<std::uint8_t> before = p.cache;
         const Status st = be.decode(p.view(), a);
-        const std::string what = std::string(preset_name(preset)) + " pattern " + std::to_string(pattern) + " " + be.name;
+        const std::string what =
+            std::string(preset_name(preset)) + lc.name() + " pattern " + std::to_string(pattern) + " " + be.name;
         ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
         EXPECT_EQ(g_out.damage(), "") << what;
         EXPECT_EQ(g_lse.damage(), "") << what;
@@ -74,14 +91,16 @@ TEST(Garbage, DecodeOfArbitraryCacheBytesReturnsAndStaysInside) {
       }
     }
   }
+  }
 }
 
 TEST(Canary, DecodeWritesOnlyOutAndLse) {
   const std::uint32_t s = seed(62);
+  for (const LayoutCase& lc : kLayouts) {
   for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
     for (bool with_lse : {true, false}) {
       tqt::ProblemSpec spec;
-      spec.format = core::preset_format(Preset::kK8V4, 64);
+      spec.format = core::preset_format(Preset::kK8V4, 64, lc.layout, lc.fp8);
       spec.seq_lens = {33, 0, 7};
       spec.seed = s;
       const tqt::Problem p = tqt::make_problem(spec);
@@ -102,7 +121,7 @@ TEST(Canary, DecodeWritesOnlyOutAndLse) {
         a.query = g_query.const_buffer();
         a.block_table = g_table.const_buffer();
         a.seq_lens = g_lens.const_buffer();
-        const std::string what = std::string(dtype_name(t)) + (with_lse ? " lse " : " no lse ") + be.name;
+        const std::string what = std::string(dtype_name(t)) + lc.name() + (with_lse ? " lse " : " no lse ") + be.name;
         ASSERT_TRUE(be.decode(ConstCacheView(p.layout, g_cache.data(), p.num_blocks), a).ok()) << what;
         for (const Guarded* g : {&g_out, &g_lse, &g_cache, &g_query, &g_table, &g_lens}) EXPECT_EQ(g->damage(), "") << what;
         EXPECT_EQ(std::memcmp(g_cache.data(), p.cache.data(), p.cache.size()), 0) << what;
@@ -120,15 +139,18 @@ TEST(Canary, DecodeWritesOnlyOutAndLse) {
       }
     }
   }
+  }
 }
 
 TEST(Canary, EncodeWritesExactlyTheBytesOfItsSlots) {
   const std::uint32_t s = seed(63);
   std::mt19937 rng(s);
+  for (const LayoutCase& lc : kLayouts) {
   for (Preset preset : kAllPresets) {
+    if (!lc.applies_to(preset)) continue;
     for (int bs : {1, 3, 16}) {
       tqt::ProblemSpec spec;
-      spec.format = core::preset_format(preset, 64);
+      spec.format = core::preset_format(preset, 64, lc.layout, lc.fp8);
       spec.block_size = bs;
       spec.num_kv_heads = 3;
       spec.seq_lens = {2 * bs + 1, bs};
@@ -149,12 +171,15 @@ TEST(Canary, EncodeWritesExactlyTheBytesOfItsSlots) {
         e.values = g_values.const_buffer();
         e.num_tokens = static_cast<std::int64_t>(slots.size());
         e.slot_mapping = g_slots.const_buffer();
-        const std::string what = std::string(preset_name(preset)) + " bs " + std::to_string(bs) + " " + be.name;
+        const std::string what = std::string(preset_name(preset)) + lc.name() + " bs " + std::to_string(bs) + " " + be.name;
         ASSERT_TRUE(be.encode(CacheView{p.layout, g_cache.data(), p.num_blocks}, e).ok()) << what;
         for (const Guarded* g : {&g_cache, &g_keys, &g_values, &g_slots}) EXPECT_EQ(g->damage(), "") << what;
         EXPECT_EQ(std::memcmp(g_keys.data(), p.keys.data(), g_keys.size()), 0) << what;
         EXPECT_EQ(std::memcmp(g_slots.data(), slots.data(), g_slots.size()), 0) << what;
-        const std::vector<std::uint8_t> mask = tq_fuzz::slot_byte_mask(p.layout, p.num_blocks, slots);
+        // The spec's bytes of the stored slots; the fuzzers' mask (from
+        // BlockLayout) must name the same bytes.
+        const std::vector<std::uint8_t> mask = tqt::oracle_slot_mask(p.layout, p.num_blocks, slots);
+        ASSERT_TRUE(mask == tq_fuzz::slot_byte_mask(p.layout, p.num_blocks, slots)) << what;
         std::int64_t outside = 0, inside_written = 0, first = -1;
         for (std::size_t i = 0; i < before.size(); ++i) {
           const bool changed = g_cache.data()[i] != before[i];
@@ -177,10 +202,17 @@ TEST(Canary, EncodeWritesExactlyTheBytesOfItsSlots) {
       }
     }
   }
+  }
 }
 
 TEST(Canary, RejectedCallsWriteNothing) {
-  const tqt::Problem p = tqt::make_problem({20, 9}, seed(64));
+  const std::uint32_t s = seed(64);
+  for (const LayoutCase& lc : kLayouts) {
+  tqt::ProblemSpec spec;
+  spec.format = core::preset_format(lc.fp8 == Fp8Format::kE4b15 ? Preset::kK8V4 : Preset::k4BitNc, 128, lc.layout, lc.fp8);
+  spec.seq_lens = {20, 9};
+  spec.seed = s;
+  const tqt::Problem p = tqt::make_problem(spec);
   std::vector<std::int32_t> bad_table = p.block_table;
   bad_table[p.max_blocks] = static_cast<std::int32_t>(p.num_blocks);  // sequence 1's first block: out of range
   for (const DecodeBackend& be : decode_backends()) {
@@ -200,7 +232,8 @@ TEST(Canary, RejectedCallsWriteNothing) {
     std::vector<std::uint8_t> cache = p.cache;
     const EncodeArgs e = tqt::host_encode_args(tqt::bytes_of(p.keys), tqt::bytes_of(p.values), DType::kFloat32, slots);
     EXPECT_EQ(be.encode(CacheView{p.layout, cache.data(), p.num_blocks}, e).code(), StatusCode::kInvalidArgument);
-    EXPECT_TRUE(cache == p.cache) << be.name;
+    EXPECT_TRUE(cache == p.cache) << be.name << lc.name();
+  }
   }
 }
 

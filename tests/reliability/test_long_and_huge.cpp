@@ -2,7 +2,8 @@
 // block table revisiting a few physical blocks) against float64 attention;
 // 64-bit byte offsets checked at block ids and in-block positions whose
 // offsets exceed 2^32, and validation of block ids near 2^31 with a cache
-// view claiming more blocks than there is memory (never dereferenced).
+// view claiming more blocks than there is memory (never dereferenced). Both
+// layouts (the AoS long run on one split count).
 #include <gtest/gtest.h>
 
 #include <climits>
@@ -17,12 +18,14 @@ namespace {
 
 using core::BlockLayout;
 
-TEST(Long, OneMillionTokensMatchFloat64AndEveryBackend) {
+class LongLayout : public ::testing::TestWithParam<LayoutKind> {};
+TEST_P(LongLayout, OneMillionTokensMatchFloat64AndEveryBackend) {
   const std::uint32_t s = seed(31);
   std::mt19937 rng(s);
   // 4bit_nc at D = 32, 4096-token blocks, 1 KV head, 2 query heads: 38 bytes
   // per token; 6 physical blocks (0.9 MB) serve 245 table entries.
-  const BlockLayout l{core::preset_format(Preset::k4BitNc, 32), 4096, 1};
+  const BlockLayout l{core::preset_format(Preset::k4BitNc, 32, GetParam()), 4096, 1};
+  const std::vector<int> split_counts = l.aos() ? std::vector<int>{32} : std::vector<int>{1, 32, 1024};
   const int physical = 6;
   const int len = 1000000;
   const int max_blocks = (len + l.block_size - 1) / l.block_size;
@@ -51,7 +54,7 @@ TEST(Long, OneMillionTokensMatchFloat64AndEveryBackend) {
   std::vector<float> query(2 * 2 * 32);
   std::normal_distribution<float> n(0.0f, 2.0f);
   for (float& q : query) q = n(rng);
-  for (int splits : {1, 32, 1024}) {
+  for (int splits : split_counts) {
     std::vector<float> ref_out, ref_lse;
     std::vector<double> out64, lse64;
     for (const DecodeBackend& be : decode_backends()) {
@@ -69,8 +72,8 @@ TEST(Long, OneMillionTokensMatchFloat64AndEveryBackend) {
       if (be.name == "reference") {
         f64_attention_streaming(oracle_input(view, a), out64, lse64);
         const Error64 e = compare64(out, lse, out64, lse64);
-        std::printf("[ MEASURED ] 1e6 tokens, %d splits: out rel err %.3g, lse abs err %.3g (lse %.4f)\n", splits,
-                    e.out_rel, e.lse_abs, lse64[0]);
+        std::printf("[ MEASURED ] 1e6 tokens, %s, %d splits: out rel err %.3g, lse abs err %.3g (lse %.4f)\n",
+                    layout_name(l.format.layout), splits, e.out_rel, e.lse_abs, lse64[0]);
         // One split adds a million fp32 weights to one running sum: weights
         // below half an ulp of the sum are rounded away (measured 6e-4 / 1.4e-3,
         // RELIABILITY.md); 32 splits keep each sum short (2e-6).
@@ -86,9 +89,25 @@ TEST(Long, OneMillionTokensMatchFloat64AndEveryBackend) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Layouts, LongLayout, ::testing::Values(LayoutKind::kSoA, LayoutKind::kAoS),
+                         [](const ::testing::TestParamInfo<LayoutKind>& info) { return std::string(layout_name(info.param)); });
+
 // The exact offset, computed in 128-bit arithmetic from FORMAT.md §3.
 __extension__ typedef __int128 Wide;  // a GCC/Clang extension (-Wpedantic)
+// AoS (FORMAT.md, the cases README): the slot of (t, h) starts at
+// (t * Hk + h) * slot bytes and holds [key codes | norm | value codes | scale
+// | zero] (FP8 keys: no norm).
+Wide wide_slot(const BlockLayout& l, int t, int h) {
+  return (Wide(t) * l.num_kv_heads + h) * (l.aos() ? l.format.slot_bytes_aligned() : l.format.data_bytes());
+}
+Wide wide_value(const BlockLayout& l, int t, int h) {
+  return wide_slot(l, t, h) + l.format.key_data_bytes() + (l.aos() && !l.format.fp8_keys() ? 2 : 0);
+}
 Wide wide_meta(const BlockLayout& l, int t, int h, MetaField f) {
+  if (l.aos()) {
+    if (f == MetaField::kKeyNorm) return wide_slot(l, t, h) + l.format.key_data_bytes();
+    return wide_value(l, t, h) + l.format.value_data_bytes() + (f == MetaField::kValueZero ? 2 : 0);
+  }
   const Wide meta = Wide(l.block_size) * l.num_kv_heads * l.format.data_bytes();
   return meta + 2 * ((Wide(h) * l.format.meta_fields() + l.format.field_index(f)) * l.block_size + t);
 }
@@ -103,15 +122,26 @@ static_assert(kHuge.meta_field_offset(4095, 4095, MetaField::kValueZero) == kHug
 // bytes; validate_cache rejects such a num_blocks, see test_findings.cpp).
 static_assert(kHuge.block_base(INT64_MAX / kHuge.block_bytes()) ==
               (INT64_MAX / (4096LL * 4096 * 772)) * (4096LL * 4096 * 772));
+// The same in AoS: the last slot of a block starts beyond 2^32 and its zero
+// point is the block's last two bytes.
+constexpr BlockLayout kHugeAos{core::Format{8, 4, false, 512, LayoutKind::kAoS}, 4096, 4096};
+static_assert(kHugeAos.block_bytes() == kHuge.block_bytes());
+static_assert(kHugeAos.key_data_offset(4095, 4095) == (4096LL * 4096 - 1) * 772);        // > 2^32
+static_assert(kHugeAos.value_data_offset(4095, 4095) == (4096LL * 4096 - 1) * 772 + 512);
+static_assert(kHugeAos.meta_field_offset(4095, 4095, MetaField::kValueScale) == kHugeAos.block_bytes() - 4);
+static_assert(kHugeAos.meta_field_offset(4095, 4095, MetaField::kValueZero) == kHugeAos.block_bytes() - 2);
 
 // Runtime values (volatile: no constant folding) at block ids and slots whose
-// offsets exceed 2^32; each equals the 128-bit computation of FORMAT.md.
+// offsets exceed 2^32; each equals the 128-bit computation of FORMAT.md, in
+// both layouts.
 class OffsetsPreset : public ::testing::TestWithParam<Preset> {};
 TEST_P(OffsetsPreset, SixtyFourBitArithmeticAtHugeIds) {
   volatile int bs_v = 4096, hk_v = 4096;
   const Preset preset = GetParam();
+  for (LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
   for (int dims : {128, 256, 512}) {
-    const core::Format f = core::preset_format(preset, dims);
+    const core::Format f = core::preset_format(preset, dims, layout);
+    SCOPED_TRACE(std::string(layout_name(layout)) + " head_dim " + std::to_string(dims));
     if (core::format_problem(f)) continue;
     const BlockLayout l{f, bs_v, hk_v};
     ASSERT_TRUE(validate_layout(l).ok());
@@ -121,8 +151,12 @@ TEST_P(OffsetsPreset, SixtyFourBitArithmeticAtHugeIds) {
     }
     for (int t : {0, 1, 4095}) {
       for (int h : {0, 4095}) {
-        EXPECT_EQ(Wide(l.key_data_offset(t, h)), (Wide(t) * 4096 + h) * f.data_bytes());
-        EXPECT_EQ(Wide(l.value_data_offset(t, h)), (Wide(t) * 4096 + h) * f.data_bytes() + f.key_data_bytes());
+        EXPECT_EQ(Wide(l.key_data_offset(t, h)), wide_slot(l, t, h));
+        EXPECT_EQ(Wide(l.value_data_offset(t, h)), wide_value(l, t, h));
+        if (t == 4095 && h == 4095 && dims >= 256) {  // 2^24 slots (or records) of > 128 (> 256) bytes
+          EXPECT_GT(l.key_data_offset(t, h), dims == 512 ? std::int64_t{1} << 32 : std::int64_t{INT32_MAX})
+              << "the last slot starts beyond 2^31 (head_dim 256) or 2^32 (512)";
+        }
         for (MetaField m : {MetaField::kKeyNorm, MetaField::kValueScale, MetaField::kValueZero}) {
           if (m == MetaField::kKeyNorm && f.fp8_keys()) continue;
           EXPECT_EQ(Wide(l.meta_field_offset(t, h, m)), wide_meta(l, t, h, m));
@@ -136,27 +170,36 @@ TEST_P(OffsetsPreset, SixtyFourBitArithmeticAtHugeIds) {
       EXPECT_EQ(Wide(l.block_base(b)), Wide(b) * l.block_bytes()) << b;
     }
   }
+  }
 }
 INSTANTIATE_TEST_SUITE_P(Presets, OffsetsPreset, ::testing::ValuesIn(kAllPresets), tqt::PresetName());
 
 // The usual layout: block ids near 2^31 give offsets near 2^45.
 TEST(Offsets, UsualLayoutAtBlockIdsNear2To31) {
-  const BlockLayout usual{core::preset_format(Preset::k4BitNc, 128), 16, 8};
-  EXPECT_EQ(Wide(usual.block_base(INT32_MAX)), Wide(INT32_MAX) * 17152);
-  EXPECT_EQ(usual.block_base(INT32_MAX) + usual.meta_field_offset(15, 7, MetaField::kValueZero),
-            std::int64_t{INT32_MAX} * 17152 + 17150);
+  for (LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
+    const BlockLayout usual{core::preset_format(Preset::k4BitNc, 128, layout), 16, 8};
+    EXPECT_EQ(Wide(usual.block_base(INT32_MAX)), Wide(INT32_MAX) * 17152);
+    EXPECT_EQ(usual.block_base(INT32_MAX) + usual.meta_field_offset(15, 7, MetaField::kValueZero),
+              std::int64_t{INT32_MAX} * 17152 + 17150);
+  }
+  // AoS: the key norm of the last slot sits 4 bytes before its scale.
+  const BlockLayout aos{core::preset_format(Preset::k4BitNc, 128, LayoutKind::kAoS), 16, 8};
+  EXPECT_EQ(aos.block_base(INT32_MAX) + aos.meta_field_offset(15, 7, MetaField::kKeyNorm),
+            std::int64_t{INT32_MAX} * 17152 + 17152 - 134 + 64);
 }
 
 // A cache view that claims more blocks than the memory behind it: only the
 // validation may look at it (it never reads the cache bytes).
 struct FakeCache {
-  BlockLayout layout{core::preset_format(Preset::k4BitNc, 64), 16, 2};
+  explicit FakeCache(LayoutKind kind) : layout{core::preset_format(Preset::k4BitNc, 64, kind), 16, 2} {}
+  BlockLayout layout;
   std::vector<std::uint8_t> memory = std::vector<std::uint8_t>(64);
   ConstCacheView view(std::int64_t num_blocks) const { return ConstCacheView(layout, memory.data(), num_blocks); }
 };
 
 TEST(Offsets, BlockIdsNear2To31ValidateWithoutTouchingTheCache) {
-  FakeCache fake;
+  for (LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
+  const FakeCache fake(layout);
   const int dims = 64;
   std::vector<float> query(4 * dims, 0.5f), out(4 * dims);
   std::vector<std::int32_t> lens{33};
@@ -184,10 +227,12 @@ TEST(Offsets, BlockIdsNear2To31ValidateWithoutTouchingTheCache) {
       }
     }
   }
+  }
 }
 
 TEST(Offsets, SlotsNearTheEndOfAHugeCacheValidate) {
-  FakeCache fake;
+  for (LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
+  const FakeCache fake(layout);
   const std::int64_t num_blocks = std::int64_t{1} << 40;  // 2^44 slots, 2^40 * 2240 bytes
   const std::int64_t num_slots = num_blocks * fake.layout.block_size;
   std::vector<float> kv(2 * 2 * 64, 0.25f);
@@ -205,6 +250,7 @@ TEST(Offsets, SlotsNearTheEndOfAHugeCacheValidate) {
                 std::string::npos)
           << s.message();
     }
+  }
   }
 }
 

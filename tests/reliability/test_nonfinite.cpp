@@ -2,7 +2,7 @@
 // the message naming the tensor, the element and its (sequence or token,
 // head, dim); nothing written. Opt-out (check_finite = false): the call runs,
 // only the affected rows differ, and nothing outside the call's buffers or
-// slots is touched.
+// slots is touched. Every test runs both layouts.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -16,9 +16,11 @@ namespace {
 const float kBad[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                       -std::numeric_limits<float>::infinity()};
 
-tqt::Problem small_problem(std::uint32_t s) {
+constexpr LayoutKind kLayouts[] = {LayoutKind::kSoA, LayoutKind::kAoS};
+
+tqt::Problem small_problem(std::uint32_t s, LayoutKind layout) {
   tqt::ProblemSpec spec;
-  spec.format = core::preset_format(Preset::k4BitNc, 64);
+  spec.format = core::preset_format(Preset::k4BitNc, 64, layout);
   spec.num_kv_heads = 2;
   spec.group = 3;
   spec.seq_lens = {9, 40, 0};
@@ -36,7 +38,9 @@ std::vector<std::uint8_t> query_as(const tqt::Problem& p, DType t, int b, int hq
 }
 
 TEST(NonFinite, QueryIsRejectedNamingSequenceHeadAndDim) {
-  const tqt::Problem p = small_problem(seed(11));
+  const std::uint32_t s0 = seed(11);
+  for (LayoutKind layout : kLayouts) {
+  const tqt::Problem p = small_problem(s0, layout);
   for (const DecodeBackend& be : decode_backends()) {
     for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
       for (float bad : kBad) {
@@ -50,7 +54,7 @@ TEST(NonFinite, QueryIsRejectedNamingSequenceHeadAndDim) {
         a.out = g_out.buffer();
         a.lse = g_lse.buffer();
         const Status s = be.decode(p.view(), a);
-        SCOPED_TRACE(be.name + " " + dtype_name(t) + " " + std::to_string(bad));
+        SCOPED_TRACE(be.name + " " + layout_name(layout) + " " + dtype_name(t) + " " + std::to_string(bad));
         EXPECT_EQ(s.code(), StatusCode::kNonFinite) << s.to_string();
         EXPECT_NE(s.message().find("query[1][4][63]"), std::string::npos) << s.message();
         EXPECT_NE(s.message().find("(sequence 1, head 4, dim 63)"), std::string::npos) << s.message();
@@ -62,10 +66,13 @@ TEST(NonFinite, QueryIsRejectedNamingSequenceHeadAndDim) {
       }
     }
   }
+  }
 }
 
 TEST(NonFinite, QueryOptOutRunsAndOnlyTheAffectedRowChanges) {
-  const tqt::Problem p = small_problem(seed(12));
+  const std::uint32_t s0 = seed(12);
+  for (LayoutKind layout : kLayouts) {
+  const tqt::Problem p = small_problem(s0, layout);
   const int dims = p.layout.format.head_dim;
   std::vector<float> clean_out, clean_lse;
   ASSERT_TRUE(decode_reference(p.view(), p.args(clean_out, clean_lse)).ok());
@@ -86,15 +93,18 @@ TEST(NonFinite, QueryOptOutRunsAndOnlyTheAffectedRowChanges) {
         if (r == row) {
           EXPECT_FALSE(same) << be.name << ": the non-finite query row should not decode like the clean one";
         } else {
-          EXPECT_TRUE(same) << be.name << ": row " << r << " changed although its query is clean";
+          EXPECT_TRUE(same) << be.name << " " << layout_name(layout) << ": row " << r
+                            << " changed although its query is clean";
         }
       }
     }
   }
+  }
 }
 
 struct EncodeCase {
-  tqt::Problem p = small_problem(seed(13));
+  explicit EncodeCase(LayoutKind layout) : p(small_problem(seed(13), layout)) {}
+  tqt::Problem p;
   std::int64_t tokens() const { return static_cast<std::int64_t>(p.slots.size()); }
   EncodeArgs args(const void* keys, const void* values, DType t) const {
     EncodeArgs e;
@@ -115,7 +125,8 @@ std::vector<std::uint8_t> as_dtype(const std::vector<float>& v, DType t) {
 }
 
 TEST(NonFinite, KeysAndValuesAreRejectedNamingTokenHeadAndDim) {
-  EncodeCase c;
+  for (LayoutKind layout : kLayouts) {
+  const EncodeCase c(layout);
   const int dims = c.p.layout.format.head_dim, hk = c.p.layout.num_kv_heads;
   const int token = 17, head = 1, dim = 40;
   for (const EncodeBackend& be : encode_backends()) {
@@ -127,7 +138,8 @@ TEST(NonFinite, KeysAndValuesAreRejectedNamingTokenHeadAndDim) {
           const auto kb = as_dtype(k, t), vb = as_dtype(v, t);
           std::vector<std::uint8_t> cache = c.p.cache;
           const Status s = be.encode(CacheView{c.p.layout, cache.data(), c.p.num_blocks}, c.args(kb.data(), vb.data(), t));
-          SCOPED_TRACE(be.name + " " + dtype_name(t) + (in_keys ? " keys " : " values ") + std::to_string(bad));
+          SCOPED_TRACE(be.name + " " + layout_name(layout) + " " + dtype_name(t) + (in_keys ? " keys " : " values ") +
+                       std::to_string(bad));
           EXPECT_EQ(s.code(), StatusCode::kNonFinite) << s.to_string();
           const std::string where = std::string(in_keys ? "keys" : "values") + "[17][1][40]";
           EXPECT_NE(s.message().find(where), std::string::npos) << s.message();
@@ -137,12 +149,14 @@ TEST(NonFinite, KeysAndValuesAreRejectedNamingTokenHeadAndDim) {
       }
     }
   }
+  }
 }
 
 TEST(NonFinite, PaddingRowsMayHoldNonFiniteValues) {
   // vLLM pads a batch with slot -1; those rows are never stored, so their
   // contents do not matter.
-  EncodeCase c;
+  for (LayoutKind layout : kLayouts) {
+  const EncodeCase c(layout);
   std::vector<float> k = c.p.keys, v = c.p.values;
   std::vector<std::int64_t> slots = c.p.slots;
   slots[3] = -1;
@@ -154,10 +168,12 @@ TEST(NonFinite, PaddingRowsMayHoldNonFiniteValues) {
     e.slot_mapping = {slots.data(), slots.size() * 8};
     EXPECT_TRUE(be.encode(CacheView{c.p.layout, cache.data(), c.p.num_blocks}, e).ok()) << be.name;
   }
+  }
 }
 
 TEST(NonFinite, EncodeOptOutWritesOnlyItsSlotsAndBackendsAgree) {
-  EncodeCase c;
+  for (LayoutKind layout : kLayouts) {
+  const EncodeCase c(layout);
   std::vector<float> k = c.p.keys, v = c.p.values;
   const int row = c.p.layout.num_kv_heads * c.p.layout.format.head_dim;
   k[5 * row + 7] = std::numeric_limits<float>::quiet_NaN();
@@ -171,32 +187,20 @@ TEST(NonFinite, EncodeOptOutWritesOnlyItsSlotsAndBackendsAgree) {
     EncodeArgs e = c.args(k.data(), v.data(), DType::kFloat32);
     e.check_finite = false;
     ASSERT_TRUE(be.encode(CacheView{c.p.layout, cache.data(), c.p.num_blocks}, e).ok()) << be.name;
-    std::vector<std::int64_t> written(c.p.slots);
-    const auto mask = [&] {
-      std::vector<std::uint8_t> m(cache.size(), 0);
-      const BlockLayout& l = c.p.layout;
-      for (std::int64_t slot : written) {
-        const std::int64_t base = l.block_base(slot / l.block_size);
-        const int t = static_cast<int>(slot % l.block_size);
-        for (int h = 0; h < l.num_kv_heads; ++h) {
-          std::fill_n(m.begin() + base + l.key_data_offset(t, h), l.format.data_bytes(), 1);
-          for (MetaField f : {MetaField::kKeyNorm, MetaField::kValueScale, MetaField::kValueZero}) {
-            std::fill_n(m.begin() + base + l.meta_field_offset(t, h, f), 2, 1);
-          }
-        }
-      }
-      return m;
-    }();
+    const std::vector<std::uint8_t> mask = tqt::oracle_slot_mask(c.p.layout, c.p.num_blocks, c.p.slots);
     for (std::size_t i = 0; i < cache.size(); ++i) {
       if (!mask[i]) {
-        ASSERT_EQ(cache[i], before[i]) << be.name << ": byte " << i << " outside the stored slots changed";
+        ASSERT_EQ(cache[i], before[i]) << be.name << " " << layout_name(layout) << ": byte " << i
+                                       << " outside the stored slots changed";
       }
     }
     if (first.empty()) {
       first = cache;
     } else {
-      EXPECT_TRUE(first == cache) << be.name << " wrote other bytes than the reference for non-finite rows";
+      EXPECT_TRUE(first == cache) << be.name << " " << layout_name(layout)
+                                  << " wrote other bytes than the reference for non-finite rows";
     }
+  }
   }
 }
 

@@ -120,6 +120,24 @@ TEST(LayoutStrides, BothLayoutsHaveTheSameSlotAndBlockSizes) {
   }
 }
 
+// The worked examples of include/turboquant/format.hpp and docs/FORMAT.md §6, §7.
+TEST(LayoutStrides, DocumentedExamplesOfBothLayouts) {
+  constexpr BlockLayout aos{preset_format(Preset::k4BitNc, 128, LayoutKind::kAoS), 16, 8};
+  static_assert(aos.key_data_offset(5, 2) == 5628 && aos.value_data_offset(5, 2) == 5694);
+  static_assert(aos.meta_field_offset(5, 2, MetaField::kKeyNorm) == 5692);
+  static_assert(aos.meta_field_offset(5, 2, MetaField::kValueScale) == 5758);
+  static_assert(aos.meta_field_offset(5, 2, MetaField::kValueZero) == 5760);
+  static_assert(aos.key_data_offset(5, 3) == 5762 && aos.block_base(3) == 51456);
+  constexpr BlockLayout soa{preset_format(Preset::k4BitNc, 128), 16, 8};
+  static_assert(soa.key_data_offset(5, 2) == 5376 && soa.value_data_offset(5, 2) == 5440);
+  static_assert(soa.meta_field_offset(5, 2, MetaField::kKeyNorm) == 16586);
+  static_assert(soa.meta_field_offset(5, 2, MetaField::kValueScale) == 16618);
+  static_assert(soa.meta_field_offset(5, 2, MetaField::kValueZero) == 16650);
+  constexpr Format k8v4 = preset_format(Preset::kK8V4, 128, LayoutKind::kAoS);
+  static_assert(k8v4.value_record_offset() == 128 && k8v4.aos_meta_offset(0) == 192 && k8v4.aos_meta_offset(1) == 194);
+  SUCCEED();
+}
+
 TEST(LayoutStrides, MakeFormatGivesThePresetSizes) {
   for (const Preset p : kAllPresets) {
     for (const int d : {64, 128, 256}) {

@@ -1,5 +1,6 @@
-// fp16, bf16 and FP8 e4m3 conversions, exhaustively where the domain allows,
-// against independent oracles (the CPU's F16C instructions, exact rationals).
+// fp16, bf16 and FP8 (e4m3, e4b15) conversions, exhaustively where the domain
+// allows, against independent oracles (the CPU's F16C instructions, exact
+// rationals, a double-precision model of vLLM's e4b15 store).
 #include <gtest/gtest.h>
 #include <immintrin.h>
 
@@ -127,6 +128,65 @@ TEST(Fp8, NearestCodeForRandomFloats) {
       }
     }
   }
+}
+
+// Exact value of an e4b15 code from its definition (bias 15, exponent 0
+// subnormal, no inf or NaN: 0x7f is 1.875).
+double e4b15_exact(std::uint8_t v) {
+  const int s = v >> 7, e = (v >> 3) & 15, m = v & 7;
+  const double mag = e == 0 ? std::ldexp(m, -17) : std::ldexp(8 + m, e - 18);
+  return s ? -mag : mag;
+}
+
+TEST(Fp8E4b15, AllCodesDecodeExactly) {
+  for (int v = 0; v < 256; ++v) {
+    const auto b = static_cast<std::uint8_t>(v);
+    EXPECT_EQ(static_cast<double>(fp8_e4b15_to_float(b)), e4b15_exact(b)) << v;
+    EXPECT_EQ(static_cast<double>(fp8_to_float(Fp8Format::kE4b15, b)), e4b15_exact(b)) << v;
+  }
+  EXPECT_EQ(fp8_e4b15_to_float(0x7e), 1.75f);
+  EXPECT_EQ(fp8_e4b15_to_float(0xff), -1.875f);
+}
+
+// vLLM's e4b15 store as the cases README measures it (a06, every byte): the
+// fp32 key narrowed to fp16 toward zero, its magnitude clamped to 1.75, then
+// rounded half away from zero to 3 mantissa bits; NaN and inf store +-1.75.
+// Modelled here in double arithmetic on the value grid, not on bits.
+double e4b15_store_model(float f) {
+  const double a = std::fabs(static_cast<double>(f));
+  if (!(a < 1.75)) return std::signbit(f) ? -1.75 : 1.75;
+  const auto grid = [](double x, int mantissa_bits, int min_exp) {  // spacing of the grid at x
+    const int e = x >= std::ldexp(1.0, min_exp) ? std::ilogb(x) : min_exp;
+    return std::ldexp(1.0, e - mantissa_bits);
+  };
+  const double q16 = grid(a, 10, -14);
+  const double t = std::floor(a / q16) * q16;  // fp16, toward zero
+  const double q8 = grid(t, 3, -14);
+  const double r = std::floor(t / q8 + 0.5) * q8;  // half away from zero
+  return std::signbit(f) ? -r : r;
+}
+
+TEST(Fp8E4b15, StoreMatchesTheModelOfVllmsCast) {
+  std::int64_t checked = 0;
+  const auto check = [&](float f) {
+    const std::uint8_t c = float_to_fp8_e4b15(f);
+    ASSERT_EQ(e4b15_exact(c), e4b15_store_model(f)) << f << " -> " << int{c};
+    ASSERT_EQ(c & 0x80, std::signbit(f) ? 0x80 : 0) << f;
+    ASSERT_EQ(float_to_fp8(Fp8Format::kE4b15, f), c) << f;
+    ++checked;
+  };
+  for (int h = 0; h < 65536; ++h) check(fp16_to_float(static_cast<std::uint16_t>(h)));  // every fp16 value
+  std::mt19937 rng(4321);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  for (int i = 0; i < 200000; ++i) {  // fp32 values between the fp16 ones, 2^-30 .. 2^3
+    const float f = std::ldexp(mantissa(rng), static_cast<int>(rng() % 34) - 30);
+    check(i % 2 ? -f : f);
+  }
+  for (float f : {INFINITY, -INFINITY, NAN, -NAN, 1e30f, 1.7499999f, 1.75f, 1.8125f}) check(f);
+  EXPECT_EQ(float_to_fp8_e4b15(NAN), 0x7e);
+  EXPECT_EQ(float_to_fp8_e4b15(-INFINITY), 0xfe);
+  EXPECT_EQ(float_to_fp8_e4b15(1.7499999f), 0x7e) << "rounds up to the clamp";
+  EXPECT_GT(checked, 265000);
 }
 
 TEST(Pack, FourBitExhaustivePairs) {

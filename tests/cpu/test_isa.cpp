@@ -1,12 +1,15 @@
 // ISA selection of the CPU backend: the list of runnable ISAs, the names the
-// paths report, forcing one by option or by TURBOQUANT_ISA, and the errors
-// for unknown or unavailable ones (reported before anything is written).
+// paths report, forcing one by option or by TURBOQUANT_ISA, the errors for
+// unknown or unavailable ones (reported before anything is written), and
+// every ISA implementing both layouts (no kUnsupported for AoS on a CPU).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <set>
 
 #include "common/random_problem.hpp"
+#include "turboquant/backend.hpp"
 #include "turboquant/cpu.hpp"
 
 namespace turboquant {
@@ -70,6 +73,39 @@ TEST(CpuIsa, EnvironmentForcesAnIsaAndOptionsOverrideIt) {
   {
     ScopedEnv env("TURBOQUANT_ISA", "");
     EXPECT_EQ(cpu_backend_name(), "cpu:" + available_isas().back()) << "empty means unset";
+  }
+}
+
+// Every CPU ISA implements both layouts and both FP8 flavours: supports()
+// says ok and decode / encode run and give the golden model's bits (the
+// grids of test_cpu_decode_exact.cpp / test_cpu_encode_exact.cpp compare
+// much more; this names the ISA that lacks a path).
+TEST(CpuIsa, EveryIsaImplementsBothLayouts) {
+  for (const Format& f : {preset_format(Preset::k4BitNc, 128, LayoutKind::kAoS),
+                          preset_format(Preset::kK8V4, 64, LayoutKind::kAoS, Fp8Format::kE4b15),
+                          preset_format(Preset::kK3V4Nc, 64, LayoutKind::kSoA)}) {
+    testing::ProblemSpec spec;
+    spec.format = f;
+    spec.seq_lens = {40, 3};
+    const testing::Problem p = testing::make_problem(spec);
+    std::vector<float> want_out, want_lse;
+    ASSERT_TRUE(decode_reference(p.view(), p.args(want_out, want_lse)).ok());
+    for (const std::string& isa : available_isas()) {
+      const std::string what = "cpu:" + isa + " " + describe(f);
+      const Backend* b = find_backend("cpu:" + isa);
+      ASSERT_NE(b, nullptr) << what;
+      std::vector<float> out, lse;
+      const DecodeArgs a = p.args(out, lse);
+      EXPECT_TRUE(b->supports(p.view(), a, BackendOptions{1}).ok()) << what;
+      const Status s = decode_cpu(p.view(), a, CpuOptions{1, isa});
+      ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
+      EXPECT_EQ(std::memcmp(out.data(), want_out.data(), out.size() * 4), 0) << what << ": out bits differ";
+      EXPECT_EQ(std::memcmp(lse.data(), want_lse.data(), lse.size() * 4), 0) << what << ": lse bits differ";
+      std::vector<std::uint8_t> cache(p.cache.size(), 0);
+      const Status e = encode_cpu(CacheView{p.layout, cache.data(), p.num_blocks}, p.encode_args(), CpuOptions{1, isa});
+      ASSERT_TRUE(e.ok()) << what << ": " << e.to_string();
+      EXPECT_TRUE(cache == p.cache) << what << ": encode bytes differ from the golden encode";
+    }
   }
 }
 

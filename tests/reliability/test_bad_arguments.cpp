@@ -45,27 +45,27 @@ class BadDecode : public ::testing::Test {
   void check(const std::vector<DecodeRow>& rows) {
     const tqt::Problem soa = p;
     for (const tqt::Problem* layout_problem : {&soa, &aos_}) {
-    p = *layout_problem;
-    for (const DecodeBackend& be : decode_backends()) {
-      for (const DecodeRow& row : rows) {
-        table = p.block_table;
-        lens = p.seq_lens;
-        query = p.query;
-        DecodeCall c{p.view(), p.args(out, lse)};
-        c.args.block_table = {table.data(), table.size() * 4};
-        c.args.seq_lens = {lens.data(), lens.size() * 4};
-        c.args.query = {query.data(), query.size() * 4};
-        row.mutate(c);
-        const Status s = be.decode(c.cache, c.args);
-        SCOPED_TRACE(layout_name(p.layout.format.layout));
-        EXPECT_EQ(s.code(), row.code) << be.name << " / " << row.name << ": " << s.to_string();
-        EXPECT_NE(s.message().find(row.fragment), std::string::npos)
-            << be.name << " / " << row.name << ": message \"" << s.message() << "\" lacks \"" << row.fragment << "\"";
-        EXPECT_EQ(s.message().find('\n'), std::string::npos) << "one line";
-        for (float v : out) ASSERT_EQ(v, -7.0f) << be.name << " / " << row.name << ": out written";
-        for (float v : lse) ASSERT_EQ(v, -7.0f) << be.name << " / " << row.name << ": lse written";
+      p = *layout_problem;
+      for (const DecodeBackend& be : decode_backends()) {
+        for (const DecodeRow& row : rows) {
+          table = p.block_table;
+          lens = p.seq_lens;
+          query = p.query;
+          DecodeCall c{p.view(), p.args(out, lse)};
+          c.args.block_table = {table.data(), table.size() * 4};
+          c.args.seq_lens = {lens.data(), lens.size() * 4};
+          c.args.query = {query.data(), query.size() * 4};
+          row.mutate(c);
+          const Status s = be.decode(c.cache, c.args);
+          SCOPED_TRACE(layout_name(p.layout.format.layout));
+          EXPECT_EQ(s.code(), row.code) << be.name << " / " << row.name << ": " << s.to_string();
+          EXPECT_NE(s.message().find(row.fragment), std::string::npos)
+              << be.name << " / " << row.name << ": message \"" << s.message() << "\" lacks \"" << row.fragment << "\"";
+          EXPECT_EQ(s.message().find('\n'), std::string::npos) << "one line";
+          for (float v : out) ASSERT_EQ(v, -7.0f) << be.name << " / " << row.name << ": out written";
+          for (float v : lse) ASSERT_EQ(v, -7.0f) << be.name << " / " << row.name << ": lse written";
+        }
       }
-    }
     }
     p = soa;
   }
@@ -223,22 +223,22 @@ class BadEncode : public ::testing::Test {
   void check(const std::vector<EncodeRow>& rows) {
     const tqt::Problem soa = p;
     for (const tqt::Problem* layout_problem : {&soa, &aos_}) {
-    p = *layout_problem;
-    SCOPED_TRACE(layout_name(p.layout.format.layout));
-    for (const EncodeBackend& be : encode_backends()) {
-      for (const EncodeRow& row : rows) {
-        slots = p.slots;
-        std::vector<std::uint8_t> cache = p.cache;
-        CacheView view{p.layout, cache.data(), p.num_blocks};
-        EncodeArgs e = tqt::host_encode_args(tqt::bytes_of(p.keys), tqt::bytes_of(p.values), DType::kFloat32, slots);
-        row.mutate(e, view);
-        const Status s = be.encode(view, e);
-        EXPECT_EQ(s.code(), row.code) << be.name << " / " << row.name << ": " << s.to_string();
-        EXPECT_NE(s.message().find(row.fragment), std::string::npos)
-            << be.name << " / " << row.name << ": message \"" << s.message() << "\" lacks \"" << row.fragment << "\"";
-        EXPECT_TRUE(cache == p.cache) << be.name << " / " << row.name << ": cache written";
+      p = *layout_problem;
+      SCOPED_TRACE(layout_name(p.layout.format.layout));
+      for (const EncodeBackend& be : encode_backends()) {
+        for (const EncodeRow& row : rows) {
+          slots = p.slots;
+          std::vector<std::uint8_t> cache = p.cache;
+          CacheView view{p.layout, cache.data(), p.num_blocks};
+          EncodeArgs e = tqt::host_encode_args(tqt::bytes_of(p.keys), tqt::bytes_of(p.values), DType::kFloat32, slots);
+          row.mutate(e, view);
+          const Status s = be.encode(view, e);
+          EXPECT_EQ(s.code(), row.code) << be.name << " / " << row.name << ": " << s.to_string();
+          EXPECT_NE(s.message().find(row.fragment), std::string::npos)
+              << be.name << " / " << row.name << ": message \"" << s.message() << "\" lacks \"" << row.fragment << "\"";
+          EXPECT_TRUE(cache == p.cache) << be.name << " / " << row.name << ": cache written";
+        }
       }
-    }
     }
     p = soa;
   }

@@ -67,39 +67,39 @@ TEST(Concurrency, ConcurrentEncodesIntoDisjointSlotsOfOneCache) {
   // side (AoS): interleave the slots of every block across the threads.
   const std::uint32_t s = seed(52);
   for (LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
-  tqt::ProblemSpec spec;
-  spec.format = core::preset_format(Preset::k3BitNc, 64, layout);
-  spec.num_kv_heads = 3;
-  spec.group = 1;
-  spec.seq_lens = {160};
-  spec.seed = s;
-  const tqt::Problem p = tqt::make_problem(spec);  // p.cache: one sequential encode
-  const int dims = 64, row = 3 * dims;
-  for (const EncodeBackend& be : encode_backends()) {
-    std::vector<std::uint8_t> cache(p.cache.size(), 0);
-    std::atomic<int> failures{0};
-    std::vector<std::thread> pool;
-    for (int t = 0; t < kThreads; ++t) {
-      pool.emplace_back([&, t] {
-        std::vector<float> k, v;
-        std::vector<std::int64_t> slots;
-        for (std::size_t i = t; i < p.slots.size(); i += kThreads) {
-          slots.push_back(p.slots[i]);
-          k.insert(k.end(), p.keys.begin() + i * row, p.keys.begin() + (i + 1) * row);
-          v.insert(v.end(), p.values.begin() + i * row, p.values.begin() + (i + 1) * row);
-        }
-        EncodeArgs e;
-        e.keys = {k.data(), k.size() * 4};
-        e.values = {v.data(), v.size() * 4};
-        e.num_tokens = static_cast<std::int64_t>(slots.size());
-        e.slot_mapping = {slots.data(), slots.size() * 8};
-        if (!be.encode(CacheView{p.layout, cache.data(), p.num_blocks}, e).ok()) ++failures;
-      });
+    tqt::ProblemSpec spec;
+    spec.format = core::preset_format(Preset::k3BitNc, 64, layout);
+    spec.num_kv_heads = 3;
+    spec.group = 1;
+    spec.seq_lens = {160};
+    spec.seed = s;
+    const tqt::Problem p = tqt::make_problem(spec);  // p.cache: one sequential encode
+    const int dims = 64, row = 3 * dims;
+    for (const EncodeBackend& be : encode_backends()) {
+      std::vector<std::uint8_t> cache(p.cache.size(), 0);
+      std::atomic<int> failures{0};
+      std::vector<std::thread> pool;
+      for (int t = 0; t < kThreads; ++t) {
+        pool.emplace_back([&, t] {
+          std::vector<float> k, v;
+          std::vector<std::int64_t> slots;
+          for (std::size_t i = t; i < p.slots.size(); i += kThreads) {
+            slots.push_back(p.slots[i]);
+            k.insert(k.end(), p.keys.begin() + i * row, p.keys.begin() + (i + 1) * row);
+            v.insert(v.end(), p.values.begin() + i * row, p.values.begin() + (i + 1) * row);
+          }
+          EncodeArgs e;
+          e.keys = {k.data(), k.size() * 4};
+          e.values = {v.data(), v.size() * 4};
+          e.num_tokens = static_cast<std::int64_t>(slots.size());
+          e.slot_mapping = {slots.data(), slots.size() * 8};
+          if (!be.encode(CacheView{p.layout, cache.data(), p.num_blocks}, e).ok()) ++failures;
+        });
+      }
+      for (std::thread& th : pool) th.join();
+      EXPECT_EQ(failures.load(), 0) << be.name << " " << layout_name(layout);
+      EXPECT_TRUE(cache == p.cache) << be.name << " " << layout_name(layout) << ": concurrent encodes differ from one encode";
     }
-    for (std::thread& th : pool) th.join();
-    EXPECT_EQ(failures.load(), 0) << be.name << " " << layout_name(layout);
-    EXPECT_TRUE(cache == p.cache) << be.name << " " << layout_name(layout) << ": concurrent encodes differ from one encode";
-  }
   }
 }
 

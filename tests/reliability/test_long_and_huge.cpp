@@ -139,37 +139,37 @@ TEST_P(OffsetsPreset, SixtyFourBitArithmeticAtHugeIds) {
   volatile int bs_v = 4096, hk_v = 4096;
   const Preset preset = GetParam();
   for (LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
-  for (int dims : {128, 256, 512}) {
-    const core::Format f = core::preset_format(preset, dims, layout);
-    SCOPED_TRACE(std::string(layout_name(layout)) + " head_dim " + std::to_string(dims));
-    if (core::format_problem(f)) continue;
-    const BlockLayout l{f, bs_v, hk_v};
-    ASSERT_TRUE(validate_layout(l).ok());
-    EXPECT_EQ(Wide(l.block_bytes()), Wide(4096) * 4096 * f.slot_bytes_aligned());
-    if (dims >= 256) {
-      EXPECT_GT(l.block_bytes(), std::int64_t{INT32_MAX}) << "one block is beyond int32";
-    }
-    for (int t : {0, 1, 4095}) {
-      for (int h : {0, 4095}) {
-        EXPECT_EQ(Wide(l.key_data_offset(t, h)), wide_slot(l, t, h));
-        EXPECT_EQ(Wide(l.value_data_offset(t, h)), wide_value(l, t, h));
-        if (t == 4095 && h == 4095 && dims >= 256) {  // 2^24 slots (or records) of > 128 (> 256) bytes
-          EXPECT_GT(l.key_data_offset(t, h), dims == 512 ? std::int64_t{1} << 32 : std::int64_t{INT32_MAX})
-              << "the last slot starts beyond 2^31 (head_dim 256) or 2^32 (512)";
-        }
-        for (MetaField m : {MetaField::kKeyNorm, MetaField::kValueScale, MetaField::kValueZero}) {
-          if (m == MetaField::kKeyNorm && f.fp8_keys()) continue;
-          EXPECT_EQ(Wide(l.meta_field_offset(t, h, m)), wide_meta(l, t, h, m));
-          EXPECT_LT(l.meta_field_offset(t, h, m), l.block_bytes());
+    for (int dims : {128, 256, 512}) {
+      const core::Format f = core::preset_format(preset, dims, layout);
+      SCOPED_TRACE(std::string(layout_name(layout)) + " head_dim " + std::to_string(dims));
+      if (core::format_problem(f)) continue;
+      const BlockLayout l{f, bs_v, hk_v};
+      ASSERT_TRUE(validate_layout(l).ok());
+      EXPECT_EQ(Wide(l.block_bytes()), Wide(4096) * 4096 * f.slot_bytes_aligned());
+      if (dims >= 256) {
+        EXPECT_GT(l.block_bytes(), std::int64_t{INT32_MAX}) << "one block is beyond int32";
+      }
+      for (int t : {0, 1, 4095}) {
+        for (int h : {0, 4095}) {
+          EXPECT_EQ(Wide(l.key_data_offset(t, h)), wide_slot(l, t, h));
+          EXPECT_EQ(Wide(l.value_data_offset(t, h)), wide_value(l, t, h));
+          if (t == 4095 && h == 4095 && dims >= 256) {  // 2^24 slots (or records) of > 128 (> 256) bytes
+            EXPECT_GT(l.key_data_offset(t, h), dims == 512 ? std::int64_t{1} << 32 : std::int64_t{INT32_MAX})
+                << "the last slot starts beyond 2^31 (head_dim 256) or 2^32 (512)";
+          }
+          for (MetaField m : {MetaField::kKeyNorm, MetaField::kValueScale, MetaField::kValueZero}) {
+            if (m == MetaField::kKeyNorm && f.fp8_keys()) continue;
+            EXPECT_EQ(Wide(l.meta_field_offset(t, h, m)), wide_meta(l, t, h, m));
+            EXPECT_LT(l.meta_field_offset(t, h, m), l.block_bytes());
+          }
         }
       }
+      // Block bases up to the last block id whose base still fits in int64.
+      const std::int64_t last = INT64_MAX / l.block_bytes() - 1;
+      for (std::int64_t b : {std::int64_t{1}, std::int64_t{3}, std::int64_t{INT32_MAX} / 4096, last}) {
+        EXPECT_EQ(Wide(l.block_base(b)), Wide(b) * l.block_bytes()) << b;
+      }
     }
-    // Block bases up to the last block id whose base still fits in int64.
-    const std::int64_t last = INT64_MAX / l.block_bytes() - 1;
-    for (std::int64_t b : {std::int64_t{1}, std::int64_t{3}, std::int64_t{INT32_MAX} / 4096, last}) {
-      EXPECT_EQ(Wide(l.block_base(b)), Wide(b) * l.block_bytes()) << b;
-    }
-  }
   }
 }
 INSTANTIATE_TEST_SUITE_P(Presets, OffsetsPreset, ::testing::ValuesIn(kAllPresets), tqt::PresetName());
@@ -199,58 +199,58 @@ struct FakeCache {
 
 TEST(Offsets, BlockIdsNear2To31ValidateWithoutTouchingTheCache) {
   for (LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
-  const FakeCache fake(layout);
-  const int dims = 64;
-  std::vector<float> query(4 * dims, 0.5f), out(4 * dims);
-  std::vector<std::int32_t> lens{33};
-  for (std::int64_t num_blocks : {std::int64_t{INT32_MAX}, std::int64_t{INT32_MAX} + 1, std::int64_t{1} << 40}) {
-    for (std::int32_t id : {0, INT32_MAX - 1, INT32_MAX, -1, INT32_MIN}) {
-      std::vector<std::int32_t> table{0, id, 5};
-      DecodeArgs a;
-      a.query = {query.data(), query.size() * 4};
-      a.batch = 1;
-      a.num_q_heads = 4;
-      a.block_table = {table.data(), table.size() * 4};
-      a.max_blocks_per_seq = 3;
-      a.seq_lens = {lens.data(), 4};
-      a.softmax_scale = 0.125f;
-      a.out = {out.data(), out.size() * 4};
-      const Status s = validate_decode(fake.view(num_blocks), a);
-      const bool inside = id >= 0 && id < num_blocks;
-      EXPECT_EQ(s.ok(), inside) << "id " << id << " num_blocks " << num_blocks << ": " << s.to_string();
-      if (!inside) {
-        EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
-        EXPECT_NE(s.message().find("block_table[0][1] = " + std::to_string(id) + " is outside [0, " +
-                                   std::to_string(num_blocks) + ")"),
-                  std::string::npos)
-            << s.message();
+    const FakeCache fake(layout);
+    const int dims = 64;
+    std::vector<float> query(4 * dims, 0.5f), out(4 * dims);
+    std::vector<std::int32_t> lens{33};
+    for (std::int64_t num_blocks : {std::int64_t{INT32_MAX}, std::int64_t{INT32_MAX} + 1, std::int64_t{1} << 40}) {
+      for (std::int32_t id : {0, INT32_MAX - 1, INT32_MAX, -1, INT32_MIN}) {
+        std::vector<std::int32_t> table{0, id, 5};
+        DecodeArgs a;
+        a.query = {query.data(), query.size() * 4};
+        a.batch = 1;
+        a.num_q_heads = 4;
+        a.block_table = {table.data(), table.size() * 4};
+        a.max_blocks_per_seq = 3;
+        a.seq_lens = {lens.data(), 4};
+        a.softmax_scale = 0.125f;
+        a.out = {out.data(), out.size() * 4};
+        const Status s = validate_decode(fake.view(num_blocks), a);
+        const bool inside = id >= 0 && id < num_blocks;
+        EXPECT_EQ(s.ok(), inside) << "id " << id << " num_blocks " << num_blocks << ": " << s.to_string();
+        if (!inside) {
+          EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
+          EXPECT_NE(s.message().find("block_table[0][1] = " + std::to_string(id) + " is outside [0, " +
+                                     std::to_string(num_blocks) + ")"),
+                    std::string::npos)
+              << s.message();
+        }
       }
     }
-  }
   }
 }
 
 TEST(Offsets, SlotsNearTheEndOfAHugeCacheValidate) {
   for (LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
-  const FakeCache fake(layout);
-  const std::int64_t num_blocks = std::int64_t{1} << 40;  // 2^44 slots, 2^40 * 2240 bytes
-  const std::int64_t num_slots = num_blocks * fake.layout.block_size;
-  std::vector<float> kv(2 * 2 * 64, 0.25f);
-  for (std::int64_t slot : {num_slots - 1, std::int64_t{INT32_MAX} + 7, num_slots, num_slots + 1, INT64_MAX}) {
-    std::vector<std::int64_t> slots{slot, -1};
-    EncodeArgs e;
-    e.keys = e.values = {kv.data(), kv.size() * 4};
-    e.num_tokens = 2;
-    e.slot_mapping = {slots.data(), 16};
-    const Status s = validate_encode(fake.view(num_blocks), e);
-    EXPECT_EQ(s.ok(), slot < num_slots) << slot << ": " << s.to_string();
-    if (slot >= num_slots) {
-      EXPECT_NE(s.message().find("slot_mapping[0] = " + std::to_string(slot) + " is outside [0, " +
-                                 std::to_string(num_slots) + ")"),
-                std::string::npos)
-          << s.message();
+    const FakeCache fake(layout);
+    const std::int64_t num_blocks = std::int64_t{1} << 40;  // 2^44 slots, 2^40 * 2240 bytes
+    const std::int64_t num_slots = num_blocks * fake.layout.block_size;
+    std::vector<float> kv(2 * 2 * 64, 0.25f);
+    for (std::int64_t slot : {num_slots - 1, std::int64_t{INT32_MAX} + 7, num_slots, num_slots + 1, INT64_MAX}) {
+      std::vector<std::int64_t> slots{slot, -1};
+      EncodeArgs e;
+      e.keys = e.values = {kv.data(), kv.size() * 4};
+      e.num_tokens = 2;
+      e.slot_mapping = {slots.data(), 16};
+      const Status s = validate_encode(fake.view(num_blocks), e);
+      EXPECT_EQ(s.ok(), slot < num_slots) << slot << ": " << s.to_string();
+      if (slot >= num_slots) {
+        EXPECT_NE(s.message().find("slot_mapping[0] = " + std::to_string(slot) + " is outside [0, " +
+                                   std::to_string(num_slots) + ")"),
+                  std::string::npos)
+            << s.message();
+      }
     }
-  }
   }
 }
 

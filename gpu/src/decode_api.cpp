@@ -55,9 +55,6 @@ Status decode_can_implement(const ConstCacheView& cache, const DecodeArgs& a, Cu
   const BlockLayout& l = cache.layout;
   const int dims = l.format.head_dim;
   if (Status s = detail::check_head_dim(dims, "decode"); !s.ok()) return s;
-  if (l.format.aos() || l.format.fp8_format != core::Fp8Format::kE4m3) {  // TODO(issue 12): in progress
-    return Status(StatusCode::kUnsupported, "the CUDA decode has no AoS or e4b15 kernels yet");
-  }
   if (a.batch < 0 || a.batch > kMaxGridYZ) {
     return invalid_argument("batch = " + std::to_string(a.batch) + ": must be in [0, 65535]");
   }

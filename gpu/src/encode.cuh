@@ -1,5 +1,7 @@
 // Encode (vLLM's store) on the GPU, byte-identical to encode_reference /
-// core::encode_token_head. A group of D/32 lanes per (token, KV head), laid
+// core::encode_token_head, for both layouts (every address from
+// core::BlockLayout; AoS slots are only 2-byte aligned, which store_bytes
+// handles) and both FP8 flavours. A group of D/32 lanes per (token, KV head), laid
 // out as group_contract.cuh describes: every lane loads one vector per 16-dim
 // row and owns whole dot-lanes, so the reductions are short. The element-wise
 // steps call core/ (bucketize through core::bucketize_on_grid, which equals
@@ -241,8 +243,13 @@ __device__ __forceinline__ void encode_vector(const EncodeParams& p, const core:
     float k[G::kElems];
     widen_share<D, kT>(raw, k);
     if (f.fp8_keys()) {
+      if (f.fp8_format == core::Fp8Format::kE4b15) {  // kernel-uniform: one loop per flavour
 #pragma unroll
-      for (int x = 0; x < G::kElems; ++x) code[x] = core::float_to_fp8_e4m3(k[x]);
+        for (int x = 0; x < G::kElems; ++x) code[x] = core::float_to_fp8_e4b15(k[x]);
+      } else {
+#pragma unroll
+        for (int x = 0; x < G::kElems; ++x) code[x] = core::float_to_fp8_e4m3(k[x]);
+      }
     } else {
       const core::KeyDenominator kd = core::key_denominator(group_dot16<D>(k, k, mask));
       const float norm = kd.norm;

@@ -15,9 +15,6 @@ Status encode_can_implement(const ConstCacheView& cache, const EncodeArgs& a) {
   if (Status s = turboquant::detail::validate_cache(cache); !s.ok()) return s;
   const Format& f = cache.layout.format;
   if (Status s = detail::check_head_dim(f.head_dim, "encode"); !s.ok()) return s;
-  if (f.aos() || f.fp8_format != core::Fp8Format::kE4m3) {  // TODO(issue 12): in progress
-    return Status(StatusCode::kUnsupported, "the CUDA encode has no AoS or e4b15 kernels yet");
-  }
   if (Status s = turboquant::detail::check_encode_shapes(cache, a); !s.ok()) return s;
   if (f.fp8_keys()) return Status();
   const Codebook* cb = nullptr;

@@ -14,9 +14,15 @@
 
 namespace turboquant::cuda::detail {
 
-// Strict decode for one head_dim (grid: splits x (Hk * chunks) x batch).
+// Strict decode for one head_dim and layout (grid: splits x (Hk * chunks) x
+// batch); the layouts' instances are in separate generated files.
+template <int D, core::LayoutKind L>
+Status launch_strict_decode_layout(const DecodeParams& p, cudaStream_t stream);
 template <int D>
-Status launch_strict_decode_dim(const DecodeParams& p, cudaStream_t stream);
+Status launch_strict_decode_dim(const DecodeParams& p, cudaStream_t stream) {
+  return dispatch_layout(p.layout.format.layout,
+                         [&](auto l) { return launch_strict_decode_layout<D, decltype(l)::value>(p, stream); });
+}
 // Fast decode for one head_dim and the FastBits pairs.
 template <int D>
 Status launch_fast_decode_dim(const DecodeParams& p, cudaStream_t stream);

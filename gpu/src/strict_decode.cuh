@@ -6,19 +6,24 @@
 // tiles of kTileTokens = 16 tokens from the split start, each tile:
 //   staging   the warp copies the 16 records into its own shared-memory rows
 //             (cp.async of 16/8/4 bytes, whatever the cache alignment allows;
-//             2-byte copies otherwise), double-buffered: tile i + 1 is in
-//             flight while tile i is computed; lanes 0..15 read the token's
-//             fp16 metadata (core::read_meta, core::decode_key_norm) one tile
-//             ahead, and the block ids two tiles ahead
+//             2-byte copies otherwise; AoS slots of 4k + 2 bytes: their whole
+//             words, the other 2 bytes with the metadata), double-buffered:
+//             tile i + 1 is in flight while tile i is computed; lanes 0..15
+//             read the token's fp16 metadata (core::read_meta,
+//             core::read_key_norm) one tile ahead, and the block ids two
+//             tiles ahead
 //   scores    lane (j = lane & 15, tg = lane >> 4) is dot16 lane j of the 8
 //             tokens t = 2i + tg and all H heads: the contract's
 //             fma_rn(q[base + j], key[base + j], lanes[j]) for base = 0, 16, ...
 //             (q for its dims in registers, the key decoded from the staged bits
-//             with the codebook / an exact e4m3 -> fp16 -> fp32 conversion). The fixed tree
+//             with the codebook / an exact e4m3 or e4b15 -> fp16 -> fp32
+//             conversion). The fixed tree
 //             (j + 8, + 4, + 2, + 1) is evaluated as a reduce-scatter butterfly:
 //             at mask m each lane keeps half of its values and adds the partner's
 //             copy (add_rn is commutative), so every (head, token) sum follows
-//             exactly the tree of core::reduce_lanes16. Then core::key_score.
+//             exactly the tree of core::reduce_lanes16. Then core::key_score
+//             (AoS _nc: with core::decoded_key_norm of dot16(c, c), whose lanes
+//             go through the same tree; core::decode_key_norm).
 //   softmax   core::softmax_fold_tile's steps, in its order: the tile max and the
 //             sum are sequential over the tile's tokens (every lane of head
 //             lane % H runs the same chain); the exponentials exp2_tq(s - ref)
@@ -42,9 +47,9 @@ namespace turboquant::cuda::detail {
 inline constexpr int kStrictWarps = 2;
 inline constexpr int kStrictThreads = 32 * kStrictWarps;
 
-template <int D, int KB, int VB, int H>
-struct StrictShared : StrictRecord<D, KB, VB> {
-  using Record = StrictRecord<D, KB, VB>;
+template <int D, int KB, int VB, int H, class C>
+struct StrictShared : StrictRecord<D, KB, VB, C> {
+  using Record = StrictRecord<D, KB, VB, C>;
   struct Warp {
     alignas(16) std::uint32_t raw[2][core::kTileTokens][Record::kRow];  // double buffer (cp.async)
     alignas(16) float4 meta[core::kTileTokens];  // (value scale, value zero, key norm, -)
@@ -56,10 +61,11 @@ struct StrictShared : StrictRecord<D, KB, VB> {
   Warp warp[kStrictWarps];
 };
 
-// Dynamic shared memory: sizeof(StrictShared<D, KB, VB, H>).
-template <int D, int KB, int VB, int H>
+// Dynamic shared memory: sizeof(StrictShared<D, KB, VB, H, C>); C: CacheKind.
+template <int D, int KB, int VB, int H, class C>
 __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodeParams p) {
-  using Shared = StrictShared<D, KB, VB, H>;
+  using Shared = StrictShared<D, KB, VB, H, C>;
+  using Record = typename Shared::Record;
   extern __shared__ __align__(16) std::uint8_t strict_smem[];
   Shared& sm = *reinterpret_cast<Shared*>(strict_smem);
   constexpr int kT = core::kTileTokens;
@@ -91,13 +97,13 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
   // Software pipeline over the tiles: while tile i is computed, the records of
   // tile i + 1 are in flight (cp.async into the other buffer), its metadata in
   // registers, and the block ids of tile i + 2 are being loaded.
-  const StrictTileSource src(p, blk.b, range, blk.kv_head, lane, Shared::kRecordBytes);
+  const StrictTileSource<Record> src(p, blk.b, range, blk.kv_head, lane);
   const int tl = lane & 15;
   int blk_next;  // block id of this lane's token in the next tile
   float4 meta_cur;
   {
     const int blk0 = src.block_of(range.begin);
-    src.stage(ws.raw[0], src.record_of(range.begin, blk0), min(kT, range.end - range.begin), Shared::kRecordBytes);
+    src.stage(ws.raw[0], src.record_of(range.begin, blk0), min(kT, range.end - range.begin));
     cp_async_commit();
     meta_cur = src.meta_of(range.begin, blk0);
     blk_next = src.block_of(range.begin + kT);
@@ -115,19 +121,22 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
       blk_next = src.block_of(next + kT);
     }
     __syncwarp();  // the previous tile's readers of ws (meta, the other buffer) are done
-    if (next < range.end) src.stage(ws.raw[buf ^ 1], rec_next, min(kT, range.end - next), Shared::kRecordBytes);
+    if (next < range.end) src.stage(ws.raw[buf ^ 1], rec_next, min(kT, range.end - next));
     cp_async_commit();
-    if (tg == 0 && tl < n) ws.meta[tl] = meta_now;
+    if (tg == 0 && tl < n) {
+      ws.meta[tl] = meta_now;
+      if constexpr (Record::kShiftedRows) src.place_piece(ws.raw[buf][tl], meta_now);  // bytes beside the copy
+    }
     cp_async_wait<1>();  // this tile's records have landed
     __syncwarp();
     const std::uint32_t (*raw)[Shared::kRow] = ws.raw[buf];
 
-    strict_tile_scores<D, KB, H, Shared::kRow>(raw, qr, centroids, f, ws.meta, slots, lane, ws.scores);
+    strict_tile_scores<Record, H>(raw, qr, centroids, f, ws.meta, slots, lane, ws.scores);
     __syncwarp();
 
     const float alpha = strict_softmax_tile<H>(ws.scores, ws.probs, n, lane, state);
-    strict_tile_values<VB, E, H, Shared::kRow>(acc, alpha, raw, ws.meta, ws.probs, n,
-                                               Shared::kKeyBytes * 8 + VB * E * lane);
+    strict_tile_values<VB, E, H, Shared::kRow, Record::kShiftedRows>(acc, alpha, raw, ws.meta, ws.probs, n,
+                                                                     Record::kValueOffset * 8 + VB * E * lane);
   }
   strict_write_partial<D, H, E>(p, blk, split, acc, E * lane, state, true, lane);
 }

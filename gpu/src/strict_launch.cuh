@@ -1,6 +1,7 @@
-// Launch of the strict-decode instances of one head_dim (included by the
-// generated strict_kernels_d<D>.cu), dispatched over StrictBits and the heads
-// per block.
+// Launch of the strict-decode instances of one head_dim and layout (included
+// by the generated strict_kernels_d<D>.cu, strict_kernels_aos_d<D>.cu and
+// strict_kernels_e4b15_d<D>.cu), dispatched over StrictBits, the FP8 flavour
+// and the heads per block.
 #pragma once
 
 #include "cuda_check.hpp"
@@ -15,44 +16,56 @@ namespace turboquant::cuda::detail {
 // too few to fill the GPU and each split gets kSplitWarps warps instead.
 inline constexpr int kStrictSplitWarpsPerSm = 4;
 
-template <int D, int KB, int VB, int H>
+template <int D, int KB, int VB, int H, class C>
 cudaError_t launch_strict(const DecodeParams& p, cudaStream_t stream) {
   const long long split_warps =
       static_cast<long long>(p.plan_splits) * p.layout.num_kv_heads * p.chunks_per_kv_head * p.batch;
   if (split_warps < static_cast<long long>(kStrictSplitWarpsPerSm) * device_sm_count()) {
-    constexpr int kSmem = sizeof(StrictSplitShared<D, KB, VB, H>);
+    constexpr int kSmem = sizeof(StrictSplitShared<D, KB, VB, H, C>);
     static PerDeviceInt attr_cache;
-    const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, strict_split_kernel<D, KB, VB, H>, kSmem);
+    const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, strict_split_kernel<D, KB, VB, H, C>, kSmem);
     if (attr != cudaSuccess) return attr;
     const dim3 grid(p.plan_splits, p.layout.num_kv_heads * p.chunks_per_kv_head, p.batch);
-    strict_split_kernel<D, KB, VB, H><<<grid, 32 * kSplitWarps<D>, kSmem, stream>>>(p);
+    strict_split_kernel<D, KB, VB, H, C><<<grid, 32 * kSplitWarps<D>, kSmem, stream>>>(p);
     return cudaGetLastError();
   }
-  constexpr int kSmem = sizeof(StrictShared<D, KB, VB, H>);
+  constexpr int kSmem = sizeof(StrictShared<D, KB, VB, H, C>);
   static PerDeviceInt attr_cache;
-  const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, strict_decode_kernel<D, KB, VB, H>, kSmem);
+  const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, strict_decode_kernel<D, KB, VB, H, C>, kSmem);
   if (attr != cudaSuccess) return attr;
   // One warp per split: kStrictWarps consecutive splits per block.
   const dim3 grid((p.plan_splits + kStrictWarps - 1) / kStrictWarps, p.layout.num_kv_heads * p.chunks_per_kv_head,
                   p.batch);
-  strict_decode_kernel<D, KB, VB, H><<<grid, kStrictThreads, kSmem, stream>>>(p);
+  strict_decode_kernel<D, KB, VB, H, C><<<grid, kStrictThreads, kSmem, stream>>>(p);
   return cudaGetLastError();
 }
 
-template <int D, int KB, int VB>
+template <int D, int KB, int VB, class C>
 cudaError_t launch_strict_h(const DecodeParams& p, cudaStream_t stream) {
   switch (p.heads_per_block) {
-    case 1: return launch_strict<D, KB, VB, 1>(p, stream);
-    case 2: return launch_strict<D, KB, VB, 2>(p, stream);
-    case kStrictHeadsPerBlock: return launch_strict<D, KB, VB, kStrictHeadsPerBlock>(p, stream);
+    case 1: return launch_strict<D, KB, VB, 1, C>(p, stream);
+    case 2: return launch_strict<D, KB, VB, 2, C>(p, stream);
+    case kStrictHeadsPerBlock: return launch_strict<D, KB, VB, kStrictHeadsPerBlock, C>(p, stream);
     default: return cudaErrorInvalidValue;
   }
 }
 
-template <int D>
-Status launch_strict_decode_dim(const DecodeParams& p, cudaStream_t stream) {
+// The e4b15 instances (FP8 keys of vLLM below sm_89) of one head_dim, both
+// layouts: defined and instantiated in the generated strict_kernels_e4b15_d<D>.cu
+// so that they compile in parallel with the others.
+template <int D, core::LayoutKind L, int VB>
+cudaError_t launch_strict_e4b15(const DecodeParams& p, cudaStream_t stream);
+
+// FP8 keys have an instance per flavour; Lloyd-Max keys ignore the flavour.
+template <int D, core::LayoutKind L>
+Status launch_strict_decode_layout(const DecodeParams& p, cudaStream_t stream) {
   return launch_for_bits(StrictBits{}, p, "strict decode launch", [&](auto b) {
-    return launch_strict_h<D, decltype(b)::kKey, decltype(b)::kValue>(p, stream);
+    constexpr int KB = decltype(b)::kKey;
+    constexpr int VB = decltype(b)::kValue;
+    if constexpr (KB == core::kFp8KeyBits) {
+      if (p.layout.format.fp8_format == core::Fp8Format::kE4b15) return launch_strict_e4b15<D, L, VB>(p, stream);
+    }
+    return launch_strict_h<D, KB, VB, CacheKind<L>>(p, stream);
   });
 }
 

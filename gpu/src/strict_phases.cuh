@@ -13,23 +13,39 @@
 namespace turboquant::cuda::detail {
 
 // Key element d of a staged row as the scores use it: its centroid (Lloyd-Max
-// codes; the rotated basis) or its e4m3 value.
-template <int KB>
-__device__ __forceinline__ float strict_key(const std::uint32_t* row, int d, const float* centroids) {
+// codes; the rotated basis) or its FP8 value. kShifted: the row is shifted by
+// shift_bits (row_shift_bits); otherwise shift_bits is ignored.
+template <int KB, core::Fp8Format F8, bool kShifted>
+__device__ __forceinline__ float strict_key(const std::uint32_t* row, int d, const float* centroids, int shift_bits) {
   if constexpr (KB == 8) {
-    // e4m3 -> fp16 -> fp32 is exact, so this equals core::fp8_e4m3_to_float for
-    // every non-NaN byte; a NaN key only feeds fma_rn, whose NaN result is
-    // the canonical NaN either way.
-    return unpack_half2(e4m3x2_to_half2((row[d >> 2] >> (8 * (d & 3))) & 0xffu)).x;
+    const int b = kShifted ? d + shift_bits / 8 : d;
+    const std::uint32_t byte = (row[b >> 2] >> (8 * (b & 3))) & 0xffu;
+    if constexpr (F8 == core::Fp8Format::kE4b15) {
+      // e4b15 -> fp16 is a shift (core::fp8_e4b15_to_fp16_bits), fp16 -> fp32 exact.
+      return __half2float(__ushort_as_half(core::fp8_e4b15_to_fp16_bits(static_cast<std::uint8_t>(byte))));
+    } else {
+      // e4m3 -> fp16 -> fp32 is exact, so this equals core::fp8_e4m3_to_float for
+      // every non-NaN byte; a NaN key only feeds fma_rn, whose NaN result is
+      // the canonical NaN either way.
+      return unpack_half2(e4m3x2_to_half2(byte)).x;
+    }
   } else if constexpr (KB == 4) {
     // Code (d & 7) of word d >> 3, rotated right by 4 (d & 7) - 2 so that it lands
     // at bits 2..5 already times 4: one funnel shift and one mask form the byte
-    // offset of its centroid.
-    const std::uint32_t w = row[d >> 3];
-    const std::uint32_t offset = __funnelshift_r(w, w, (4 * (d & 7) + 30) & 31) & 0x3cu;
+    // offset of its centroid. (Shifted rows: the same at bit 4 d + shift_bits,
+    // which keeps codes inside words.)
+    std::uint32_t offset;
+    if constexpr (kShifted) {
+      const int pos = 4 * d + shift_bits;
+      const std::uint32_t w = row[pos >> 5];
+      offset = __funnelshift_r(w, w, (pos + 30) & 31) & 0x3cu;
+    } else {
+      const std::uint32_t w = row[d >> 3];
+      offset = __funnelshift_r(w, w, (4 * (d & 7) + 30) & 31) & 0x3cu;
+    }
     return *reinterpret_cast<const float*>(reinterpret_cast<const std::uint8_t*>(centroids) + offset);
   } else {
-    return centroids[row_bits<3>(row, 3 * d) & 7u];
+    return centroids[row_bits<3>(row, kShifted ? 3 * d + shift_bits : 3 * d) & 7u];
   }
 }
 
@@ -74,42 +90,94 @@ struct TreeSlots {
   }
 };
 
+// The token (i of tokens 2i + tg) whose sums lane j (= lane & 15) keeps after
+// the score tree of H heads (TreeSlots<H>): j >> 1 for every H, for all kKeep
+// values, as after the tree of one value per token (H = 1). So the lane that
+// writes a token's scores also holds that token's c . c (norm correction).
+constexpr bool tree_token_of_lane_is(int heads, int j, int token) {
+  int vbase = 0;
+  int nv = 8 * heads;
+  for (int m = 8; m >= 1; m >>= 1) {
+    if (nv >= 2) {
+      if (j & m) vbase += nv / 2;
+      nv /= 2;
+    }
+  }
+  const int keep = 8 * heads >= 16 ? 8 * heads / 16 : 1;
+  for (int i = 0; i < keep; ++i) {
+    if ((vbase + i) / heads != token) return false;
+  }
+  return true;
+}
+constexpr bool score_and_norm_trees_agree() {
+  for (int heads : {1, 2, 4}) {
+    for (int j = 0; j < 16; ++j) {
+      if (!tree_token_of_lane_is(heads, j, j >> 1) || !tree_token_of_lane_is(1, j, j >> 1)) return false;
+    }
+  }
+  return true;
+}
+static_assert(score_and_norm_trees_agree(), "the norm tree must leave each token where its scores are");
+
 // Scores of one staged tile for H heads (one warp): lane (j = lane & 15, tg =
 // lane >> 4) is dot16 lane j of tokens 2i + tg; the tree, then core::key_score
-// with the token's norm (meta[t].z), into scores[head][t]. Rows past the tile's
-// end hold stale bytes; their sums are never used.
-template <int D, int KB, int H, int kRow>
-__device__ __forceinline__ void strict_tile_scores(const std::uint32_t (*raw)[kRow], const float (&qr)[H][D / 16],
+// with the token's norm into scores[head][t]: the stored norm (meta[t].z), or
+// when the format corrects it at decode (AoS _nc) core::decoded_key_norm of it
+// and dot16(c, c), whose lanes accumulate beside q . c and go through the same
+// tree. Rows past the tile's end hold stale bytes; their sums are never used.
+template <class Rec, int H>
+__device__ __forceinline__ void strict_tile_scores(const std::uint32_t (*raw)[Rec::kRow],
+                                                   const float (&qr)[H][Rec::kFormat.head_dim / 16],
                                                    const float* centroids, const core::Format& f, const float4* meta,
                                                    const TreeSlots<H>& slots, int lane,
                                                    float (*scores)[core::kTileTokens]) {
-  constexpr int kSteps = D / 16;
+  constexpr int KB = Rec::kFormat.key_bits;
+  constexpr int kSteps = Rec::kFormat.head_dim / 16;
   constexpr int V = 8 * H;
+  constexpr bool kShifted = Rec::kShiftedRows;
+  constexpr bool kMayCorrect = Rec::kFormat.aos() && !Rec::kFormat.fp8_keys();
   const int j = lane & 15;
   const int tg = lane >> 4;
   float s[V];
 #pragma unroll
   for (int v = 0; v < V; ++v) s[v] = 0.0f;
+  float cc[kMayCorrect ? 8 : 1];  // dot16 lane j of c . c, token 2i + tg
+#pragma unroll
+  for (int i = 0; i < (kMayCorrect ? 8 : 1); ++i) cc[i] = 0.0f;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const std::uint32_t* row = raw[2 * i + tg];
+    const int shift = kShifted ? row_shift_bits(meta[2 * i + tg]) : 0;
 #pragma unroll
     for (int k = 0; k < kSteps; ++k) {
-      const float key = strict_key<KB>(row, j + 16 * k, centroids);
+      const float key = strict_key<KB, Rec::kFormat.fp8_format, kShifted>(row, j + 16 * k, centroids, shift);
 #pragma unroll
       for (int g = 0; g < H; ++g) s[i * H + g] = core::fma_rn(qr[g][k], key, s[i * H + g]);
+      if constexpr (kMayCorrect) cc[i] = core::fma_rn(key, key, cc[i]);
     }
   }
   tree_level<V>(s, lane, 8);
   tree_level<(V >= 4 ? V / 2 : 1)>(s, lane, 4);
   tree_level<(V >= 8 ? V / 4 : 1)>(s, lane, 2);
   tree_level<(V >= 16 ? V / 8 : 1)>(s, lane, 1);
+  [[maybe_unused]] bool corrects = false;
+  if constexpr (kMayCorrect) {
+    corrects = f.norm_corrected_at_decode();  // warp-uniform
+    if (corrects) {  // cc[0] becomes dot16(c, c) of token 2 (j >> 1) + tg
+      tree_level<8>(cc, lane, 8);
+      tree_level<4>(cc, lane, 4);
+      tree_level<2>(cc, lane, 2);
+      tree_level<1>(cc, lane, 1);
+    }
+  }
   if (slots.writer) {
 #pragma unroll
     for (int i = 0; i < TreeSlots<H>::kKeep; ++i) {
       const int v = slots.vbase + i;
       const int t = 2 * (v / H) + tg;
-      scores[v % H][t] = core::key_score(f, s[i], meta[t].z);
+      float norm = meta[t].z;
+      if constexpr (kMayCorrect) norm = core::decoded_key_norm(norm, cc[0], corrects);
+      scores[v % H][t] = core::key_score(f, s[i], norm);
     }
   }
 }
@@ -150,7 +218,8 @@ __device__ __forceinline__ float strict_softmax_tile(const float (*scores)[core:
 // The value phase of one tile for E consecutive dims starting at first_dim and
 // all H heads: core::rescale by each head's alpha (held by lane g of the warp),
 // then core::accumulate token by token, the value from core::dequant_value.
-template <int VB, int E, int H, int kRow>
+// The codes start at bit value_bit of a row (plus the row's shift, kShifted).
+template <int VB, int E, int H, int kRow, bool kShifted>
 __device__ __forceinline__ void strict_tile_values(float (&acc)[H][E], float alpha, const std::uint32_t (*raw)[kRow],
                                                    const float4* meta, const float (*probs)[H], int n, int value_bit) {
 #pragma unroll
@@ -165,7 +234,8 @@ __device__ __forceinline__ void strict_tile_values(float (&acc)[H][E], float alp
     float pr[H];
 #pragma unroll
     for (int g = 0; g < H; ++g) pr[g] = probs[t][g];
-    const std::uint32_t bits = row_bits<VB * E>(raw[t], value_bit);
+    const std::uint32_t bits = kShifted ? row_bits<VB * E, true>(raw[t], value_bit + row_shift_bits(m))
+                                        : row_bits<VB * E>(raw[t], value_bit);
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       // float(code) formed exactly as (2^23 + code) - 2^23 (no quarter-rate I2F).

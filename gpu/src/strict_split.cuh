@@ -27,10 +27,11 @@ namespace turboquant::cuda::detail {
 template <int D>
 inline constexpr int kSplitWarps = D / 32 < 4 ? D / 32 : 4;
 
-template <int D, int KB, int VB, int H>
-struct StrictSplitShared : StrictRecord<D, KB, VB> {
+template <int D, int KB, int VB, int H, class C>
+struct StrictSplitShared : StrictRecord<D, KB, VB, C> {
+  using Record = StrictRecord<D, KB, VB, C>;
   static constexpr int W = kSplitWarps<D>;
-  static constexpr int kRow = StrictRecord<D, KB, VB>::kRow;
+  static constexpr int kRow = Record::kRow;
   alignas(16) std::uint32_t raw[2][W][core::kTileTokens][kRow];  // [group buffer][tile of the group]
   alignas(16) float4 meta[2][W][core::kTileTokens];              // (value scale, value zero, key norm, -)
   alignas(16) float scores[W][H][core::kTileTokens];
@@ -40,10 +41,11 @@ struct StrictSplitShared : StrictRecord<D, KB, VB> {
 };
 
 // Grid (plan_splits, Hk x chunks, batch), W warps; dynamic shared memory
-// sizeof(StrictSplitShared<D, KB, VB, H>).
-template <int D, int KB, int VB, int H>
+// sizeof(StrictSplitShared<D, KB, VB, H, C>); C: CacheKind.
+template <int D, int KB, int VB, int H, class C>
 __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(DecodeParams p) {
-  using Shared = StrictSplitShared<D, KB, VB, H>;
+  using Shared = StrictSplitShared<D, KB, VB, H, C>;
+  using Record = typename Shared::Record;
   constexpr int W = Shared::W;
   constexpr int kT = core::kTileTokens;
   constexpr int E = D / (32 * W);  // value dims per lane in phase B
@@ -69,10 +71,10 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
   float acc[H][E] = {};
   const TreeSlots<H> slots(lane);
   const int first_dim = warp * (D / W) + E * lane;  // this lane's value dims in phase B
-  const int value_bit = Shared::kKeyBytes * 8 + VB * first_dim;
+  const int value_bit = Record::kValueOffset * 8 + VB * first_dim;
 
   // This warp's tile of a group starting at g0 is [g0 + warp kT, + kT); n is warp-uniform.
-  const StrictTileSource src(p, blk.b, range, blk.kv_head, lane, Shared::kRecordBytes);
+  const StrictTileSource<Record> src(p, blk.b, range, blk.kv_head, lane);
   const int tl = lane & 15;
   const auto tile_tokens = [&range](int tile_start) { return max(0, min(kT, range.end - tile_start)); };
 
@@ -84,7 +86,7 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
     const int blk0 = src.block_of(mine);
     const std::uint8_t* rec0 = src.record_of(mine, blk0);  // shares t % block_size with meta_of
     const int n = tile_tokens(mine);
-    if (n > 0) src.stage(sm.raw[0][warp], rec0, n, Shared::kRecordBytes);
+    if (n > 0) src.stage(sm.raw[0][warp], rec0, n);
     cp_async_commit();
     meta_cur = src.meta_of(mine, blk0);
     blk_next = src.block_of(mine + kGroup);
@@ -104,15 +106,18 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
     }
     __syncthreads();  // phase B of the previous group is done: its buffers and scores are free
     const int n_next = tile_tokens(next);
-    if (n_next > 0) src.stage(sm.raw[buf ^ 1][warp], rec_next, n_next, Shared::kRecordBytes);
+    if (n_next > 0) src.stage(sm.raw[buf ^ 1][warp], rec_next, n_next);
     cp_async_commit();
-    if (tg == 0 && tl < n_mine) sm.meta[buf][warp][tl] = meta_now;
+    if (tg == 0 && tl < n_mine) {
+      sm.meta[buf][warp][tl] = meta_now;
+      if constexpr (Record::kShiftedRows) src.place_piece(sm.raw[buf][warp][tl], meta_now);  // bytes beside the copy
+    }
     cp_async_wait<1>();  // this warp's tile of the group has landed
     __syncwarp();
     // Phase A: this warp's scores.
     if (n_mine > 0) {
-      strict_tile_scores<D, KB, H, Shared::kRow>(sm.raw[buf][warp], qr, centroids, f, sm.meta[buf][warp],
-                                                 slots, lane, sm.scores[warp]);
+      strict_tile_scores<Record, H>(sm.raw[buf][warp], qr, centroids, f, sm.meta[buf][warp], slots, lane,
+                                    sm.scores[warp]);
     }
     __syncthreads();  // the group's records, metadata and scores are visible to every warp
     // Phase B: the group's tiles in order, this warp's dims.
@@ -121,8 +126,8 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
       const int n = tile_tokens(g0 + k * kT);
       if (n <= 0) break;
       const float alpha = strict_softmax_tile<H>(sm.scores[k], sm.probs[warp], n, lane, state);
-      strict_tile_values<VB, E, H, Shared::kRow>(acc, alpha, sm.raw[buf][k], sm.meta[buf][k], sm.probs[warp], n,
-                                                 value_bit);
+      strict_tile_values<VB, E, H, Shared::kRow, Record::kShiftedRows>(acc, alpha, sm.raw[buf][k], sm.meta[buf][k],
+                                                                       sm.probs[warp], n, value_bit);
       __syncwarp();  // probs[warp] is rewritten by the next tile
     }
   }

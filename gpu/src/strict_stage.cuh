@@ -15,19 +15,43 @@
 
 namespace turboquant::cuda::detail {
 
-// A staged record: the format's sizes (core::Format) and the row stride.
-template <int D, int KB, int VB>
+// The kind of cache a strict instance reads, fixed at compile time: the layout
+// (core::LayoutKind) and the FP8 flavour of its keys (e4m3 for Lloyd-Max keys,
+// where it is unused).
+template <core::LayoutKind L, core::Fp8Format F8 = core::Fp8Format::kE4m3>
+struct CacheKind {
+  static constexpr core::LayoutKind kLayout = L;
+  static constexpr core::Fp8Format kFp8 = F8;
+};
+
+// A staged record (core::Format::record_bytes: SoA the codes of a slot, AoS the
+// whole slot) and the row stride.
+template <int D, int KB, int VB, class C>
 struct StrictRecord {
-  static constexpr core::Format kFormat = core::make_format(D, KB, VB);
+  static constexpr core::Format kFormat{KB, VB, false, D, C::kLayout, C::kFp8};  // norm_correction: run time
   static constexpr int kKeyBytes = kFormat.key_data_bytes();
-  static constexpr int kRecordBytes = kFormat.data_bytes();
-  static_assert(kRecordBytes % 8 == 0 && kKeyBytes % 8 == 0, "head_dim 64/128/256 records are 8-byte multiples");
-  static constexpr int kRecordWords = kRecordBytes / 4;
+  static constexpr int kValueOffset = kFormat.value_record_offset();  // value codes in the record
+  static constexpr int kRecordBytes = kFormat.record_bytes();
+  static_assert(kFormat.aos() || (kRecordBytes % 8 == 0 && kKeyBytes % 8 == 0),
+                "SoA head_dim 64/128/256 records are 8-byte multiples");
+  // AoS slots of 4k + 2 bytes (every Lloyd-Max preset) start at 2 mod 4 in every
+  // other slot. Their rows keep the 4-byte alignment of the cache: row byte r
+  // holds record byte r - shift, shift = 0 or 2 (StrictTileSource::stage_words),
+  // so a row holds 2 bytes more than a record.
+  static constexpr bool kShiftedRows = kFormat.aos() && kRecordBytes % 4 == 2;
+  static constexpr int kRecordWords = (kRecordBytes + (kShiftedRows ? 2 : 0) + 3) / 4;
   // Row stride in words: a multiple of 4 (16-byte stores) and 4 mod 8, so the two
   // tokens read at once (rows t, t + 1) land 4+ banks apart; >= 1 word of slack
   // for the two-word bit reads.
   static constexpr int kRow = (kRecordWords + 7) / 8 * 8 + 4;
 };
+
+// Bit shift of a staged row (StrictRecord::kShiftedRows): record bit b is row bit
+// b + row_shift_bits. It travels in the token's metadata (.w, bit 1; meta_of);
+// the mask keeps rows past a tile's end (stale metadata) inside their row.
+__device__ __forceinline__ int row_shift_bits(const float4& meta) {
+  return 8 * static_cast<int>(__float_as_uint(meta.w) & 2u);
+}
 
 // The query heads of a block of either strict kernel: grid (splits, Hk x
 // chunks, batch), chunk `chunk` of H heads of KV head kv_head's group.
@@ -45,13 +69,13 @@ struct StrictBlockHeads {
   }
 };
 
-// `bits` (<= 24) bits of a staged row starting at bit `pos` (two words when
-// they may straddle a word boundary).
-template <int kBits>
+// `kBits` (<= 32) bits of a staged row starting at bit `pos` (two words when
+// they may straddle a word boundary; kStraddles: always, for shifted rows).
+template <int kBits, bool kStraddles = false>
 __device__ __forceinline__ std::uint32_t row_bits(const std::uint32_t* row, int pos) {
   const int w = pos >> 5;
   const int sh = pos & 31;
-  if constexpr (32 % kBits == 0) {
+  if constexpr (32 % kBits == 0 && !kStraddles) {
     return row[w] >> sh;  // aligned fields never straddle
   } else {
     return __funnelshift_r(row[w], row[w + 1], sh);
@@ -85,22 +109,26 @@ __device__ __forceinline__ void stage_records(std::uint32_t (*raw)[W], const std
 // Where the tiles of one split come from, for a warp of either strict kernel:
 // lane tl = lane & 15 owns token tile_start + tl for block ids, record
 // addresses and fp16 metadata (lanes 16..31 of the metadata read nothing).
+template <class Rec>
 struct StrictTileSource {
   const DecodeParams& p;
   const std::int32_t* block_row;
   core::TokenRange range;
   int kv_head;
   int lane;
-  int vec;  // the widest copy the cache alignment allows: 16, 8, 4 or 2 bytes
+  int vec;  // the widest copy the cache alignment allows: 16, 8, 4 or 2 bytes (unshifted rows)
 
-  __device__ StrictTileSource(const DecodeParams& params, int b, core::TokenRange r, int head, int lane_id,
-                              int record_bytes)
+  __device__ StrictTileSource(const DecodeParams& params, int b, core::TokenRange r, int head, int lane_id)
       : p(params), block_row(params.block_table + std::int64_t{b} * params.max_blocks_per_seq), range(r),
         kv_head(head), lane(lane_id) {
     const std::uint64_t align = reinterpret_cast<std::uintptr_t>(p.cache) |
-                                static_cast<std::uint64_t>(p.layout.block_bytes()) | record_bytes;
+                                static_cast<std::uint64_t>(p.layout.block_bytes()) | Rec::kRecordBytes;
     vec = (align & 15) == 0 ? 16 : (align & 7) == 0 ? 8 : (align & 3) == 0 ? 4 : 2;
   }
+  // The layout's branches stay run-time tests of p.layout: folding them (a copy
+  // with the instance's layout kind) let the compiler hoist more and cost the
+  // SoA split kernel 8 registers and a spill, the AoS kernels 37 to 48.
+  __device__ const core::BlockLayout& layout() const { return p.layout; }
   __device__ int token(int tile_start) const { return tile_start + (lane & 15); }
   __device__ int block_of(int tile_start) const {
     const int t = token(tile_start);
@@ -109,27 +137,69 @@ struct StrictTileSource {
   __device__ const std::uint8_t* record_of(int tile_start, int blk) const {
     const int t = token(tile_start);
     if (t >= range.end) return nullptr;
-    return p.cache + p.layout.block_base(blk) + p.layout.key_data_offset(t % p.layout.block_size, kv_head);
+    const core::BlockLayout& l = layout();
+    return p.cache + l.block_base(blk) + l.key_data_offset(t % l.block_size, kv_head);
   }
-  // (value scale, value zero, key norm, 0) of the lane's token.
+  // (value scale, value zero, stored key norm, w) of the lane's token; w is 0,
+  // or for shifted rows the row's shift (bit 1) and the 2 record bytes the
+  // word copy leaves out (bits 16..31; place_piece).
   __device__ float4 meta_of(int tile_start, int blk) const {
     const int t = token(tile_start);
     if (lane >= 16 || t >= range.end) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    const core::BlockLayout& l = p.layout;
+    const core::BlockLayout& l = layout();
     const std::uint8_t* block = p.cache + l.block_base(blk);
     const int slot = t % l.block_size;
+    float w = 0.0f;
+    if constexpr (Rec::kShiftedRows) {
+      const std::uint8_t* rec = block + l.key_data_offset(slot, kv_head);
+      const auto shift = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(rec) & 2u);
+      const std::uint16_t piece = *reinterpret_cast<const std::uint16_t*>(rec + (shift ? 0 : Rec::kRecordBytes - 2));
+      w = __uint_as_float(shift | static_cast<std::uint32_t>(piece) << 16);
+    }
     return make_float4(core::read_meta(l, block, slot, kv_head, core::MetaField::kValueScale),
                        core::read_meta(l, block, slot, kv_head, core::MetaField::kValueZero),
-                       core::read_key_norm(l, block, slot, kv_head), 0.0f);
+                       core::read_key_norm(l, block, slot, kv_head), w);
+  }
+  // Shifted rows: writes the 2 bytes of meta_of's w into the row (the record's
+  // head at row bytes 2..3 when shift = 2, else its tail), where stage_words
+  // left them out.
+  __device__ static void place_piece(std::uint32_t* row, const float4& meta) {
+    const std::uint32_t w = __float_as_uint(meta.w);
+    reinterpret_cast<std::uint16_t*>(row)[(w & 2u) ? 1 : (Rec::kRecordBytes - 2) / 2] = static_cast<std::uint16_t>(w >> 16);
   }
   // Copies the n records starting at rec (lane t's pointer) into rows.
   template <int W>
-  __device__ void stage(std::uint32_t (*rows)[W], const std::uint8_t* rec, int n, int record_bytes) const {
-    switch (vec) {
-      case 16: stage_records<16>(rows, rec, n, lane, record_bytes); break;
-      case 8: stage_records<8>(rows, rec, n, lane, record_bytes); break;
-      case 4: stage_records<4>(rows, rec, n, lane, record_bytes); break;
-      default: stage_records<2>(rows, rec, n, lane, record_bytes); break;
+  __device__ void stage(std::uint32_t (*rows)[W], const std::uint8_t* rec, int n) const {
+    if constexpr (Rec::kShiftedRows) {
+      stage_words(rows, rec, n);
+    } else {
+      switch (vec) {
+        case 16: stage_records<16>(rows, rec, n, lane, Rec::kRecordBytes); break;
+        case 8: stage_records<8>(rows, rec, n, lane, Rec::kRecordBytes); break;
+        case 4: stage_records<4>(rows, rec, n, lane, Rec::kRecordBytes); break;
+        default: stage_records<2>(rows, rec, n, lane, Rec::kRecordBytes); break;
+      }
+    }
+  }
+  // Shifted rows (records of 4k + 2 bytes at even addresses): the k whole
+  // 4-byte words of each record by cp.async of 4 bytes, into the row words of
+  // the same 4-byte alignment (a record at 2 mod 4 lands from row byte 2). The
+  // 2 bytes outside the words come with the metadata (place_piece): 16 copies
+  // of 2 bytes here would each wait for their load.
+  template <int W>
+  __device__ void stage_words(std::uint32_t (*rows)[W], const std::uint8_t* rec, int n) const {
+    constexpr int kWords = Rec::kRecordBytes / 4;
+    const int total = n * kWords;
+    for (int base = 0; base < total; base += 32) {
+      const int c = base + lane;
+      const int t = min(c / kWords, core::kTileTokens - 1);
+      const auto* src = reinterpret_cast<const std::uint8_t*>(
+          __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(rec), t));
+      if (c < total) {
+        const int w = c - t * kWords;
+        const int head = static_cast<int>(reinterpret_cast<std::uintptr_t>(src) & 2u);  // 0 or 2
+        cp_async<4>(&rows[t][w + head / 2], src + head + 4 * w);
+      }
     }
   }
 };

@@ -21,17 +21,19 @@ struct DeviceMem {
 
 // Device copies of a DecodeProblem's buffers (cache and tables uploaded; query
 // and seq_lens uploaded by the caller when it wants) and DecodeArgs naming them.
+// The cache may start cache_offset bytes past the allocation's (aligned) start.
 struct DeviceDecode {
   static constexpr int kDims = 128;
   DeviceMem cache, query, table, lens, out, lse, work;
   DecodeArgs args;
   MutableBuffer workspace;
-  explicit DeviceDecode(const DecodeProblem& p)
-      : cache(p.cache.size()), query(p.query.size()), table(p.block_table.size() * 4), lens(p.seq_lens.size() * 4),
+  std::size_t cache_offset;
+  explicit DeviceDecode(const DecodeProblem& p, std::size_t offset = 0)
+      : cache(p.cache.size() + offset), query(p.query.size()), table(p.block_table.size() * 4), lens(p.seq_lens.size() * 4),
         out(p.rows() * kDims * 4), lse(p.rows() * 4),
-        work(cuda::decode_workspace_bytes(p.batch, p.num_q_heads, p.num_splits, kDims)) {
+        work(cuda::decode_workspace_bytes(p.batch, p.num_q_heads, p.num_splits, kDims)), cache_offset(offset) {
     EXPECT_EQ(p.layout.format.head_dim, kDims);
-    EXPECT_EQ(cudaMemcpy(cache.p, p.cache.data(), p.cache.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(cache_data(), p.cache.data(), p.cache.size(), cudaMemcpyHostToDevice), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(table.p, p.block_table.data(), p.block_table.size() * 4, cudaMemcpyHostToDevice),
               cudaSuccess);
     args.query = {query.p, p.query.size()};
@@ -46,9 +48,8 @@ struct DeviceDecode {
     args.lse = {lse.p, p.rows() * 4};
     workspace = {work.p, cuda::decode_workspace_bytes(p.batch, p.num_q_heads, p.num_splits, kDims)};
   }
-  ConstCacheView view(const DecodeProblem& p) const {
-    return ConstCacheView(p.layout, static_cast<const std::uint8_t*>(cache.p), p.num_blocks);
-  }
+  std::uint8_t* cache_data() const { return static_cast<std::uint8_t*>(cache.p) + cache_offset; }
+  ConstCacheView view(const DecodeProblem& p) const { return ConstCacheView(p.layout, cache_data(), p.num_blocks); }
 };
 
 

@@ -81,13 +81,15 @@ inline void fill_elements(std::vector<std::uint8_t>& buf, DType t, std::size_t c
   for (std::size_t i = 0; i < count; ++i) detail::store_element(buf.data(), t, static_cast<std::int64_t>(i), nd(rng));
 }
 
-// Random cache: code bytes uniform, FP8 keys ~ N(0, 1.5^2), metadata
-// in realistic ranges, written through core::write_meta.
+// Random cache of either layout: code bytes uniform, FP8 keys ~ N(0, 1.5^2)
+// (e4b15: N(0, 0.6^2), it holds |k| <= 1.75), metadata in realistic ranges,
+// written through core::write_meta.
 inline DecodeProblem make_problem(Preset preset, int head_dim, int block_size, int num_kv_heads, int group,
-                                  const std::vector<int>& seq_lens, std::uint32_t seed) {
+                                  const std::vector<int>& seq_lens, std::uint32_t seed,
+                                  LayoutKind layout = LayoutKind::kSoA, Fp8Format fp8 = Fp8Format::kE4m3) {
   std::mt19937 rng(seed);
   DecodeProblem p;
-  p.layout = BlockLayout{preset_format(preset, head_dim), block_size, num_kv_heads};
+  p.layout = BlockLayout{preset_format(preset, head_dim, layout, fp8), block_size, num_kv_heads};
   p.batch = static_cast<int>(seq_lens.size());
   p.num_q_heads = num_kv_heads * group;
   p.seq_lens.assign(seq_lens.begin(), seq_lens.end());
@@ -115,13 +117,14 @@ inline DecodeProblem make_problem(Preset preset, int head_dim, int block_size, i
   std::uniform_real_distribution<float> norm(0.5f, 2.0f), scale(0.01f, 0.3f), zero(-1.2f, 0.0f);
   for (std::int64_t blk = 0; blk < p.num_blocks; ++blk) {
     std::uint8_t* block = p.cache.data() + l.block_base(blk);
+    // SoA: the data region; AoS: every slot (the metadata is rewritten below).
     for (std::int64_t i = 0; i < l.meta_offset(); ++i) block[i] = static_cast<std::uint8_t>(byte(rng));
     for (int t = 0; t < block_size; ++t) {
       for (int h = 0; h < num_kv_heads; ++h) {
         if (l.format.fp8_keys()) {  // realistic magnitudes (raw random bytes reach +-448)
           std::uint8_t* k = block + l.key_data_offset(t, h);
-          std::normal_distribution<float> key(0.0f, 1.5f);
-          for (int d = 0; d < head_dim; ++d) k[d] = core::float_to_fp8_e4m3(key(rng));
+          std::normal_distribution<float> key(0.0f, fp8 == Fp8Format::kE4b15 ? 0.6f : 1.5f);
+          for (int d = 0; d < head_dim; ++d) k[d] = core::float_to_fp8(fp8, key(rng));
         } else {
           core::write_meta(l, block, t, h, MetaField::kKeyNorm, norm(rng));
         }
@@ -171,9 +174,11 @@ inline std::int64_t first_difference(const void* a, const void* b, std::size_t b
 
 inline std::string describe(const DecodeProblem& p) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "K%dV%d D=%d bs=%d Hk=%d Hq=%d B=%d splits=%d q=%s", p.layout.format.key_bits,
-                p.layout.format.value_bits, p.layout.format.head_dim, p.layout.block_size, p.layout.num_kv_heads,
-                p.num_q_heads, p.batch, p.num_splits, dtype_name(p.query_dtype));
+  const Format& f = p.layout.format;
+  std::snprintf(buf, sizeof buf, "%s K%dV%d%s D=%d bs=%d Hk=%d Hq=%d B=%d splits=%d q=%s", core::layout_name(f.layout),
+                f.key_bits, f.value_bits, f.fp8_keys() ? (std::string(" ") + core::fp8_format_name(f.fp8_format)).c_str() : "",
+                f.head_dim, p.layout.block_size, p.layout.num_kv_heads, p.num_q_heads, p.batch, p.num_splits,
+                dtype_name(p.query_dtype));
   return buf;
 }
 

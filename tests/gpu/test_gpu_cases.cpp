@@ -1,5 +1,6 @@
-// The real vLLM caches of tests/data/vllm-soa: strict decode bit-exact with the
-// golden model, fast decode within 1e-3, encode bytes equal to the CPU encode.
+// The real vLLM caches of tests/data/vllm-soa and vllm-aos (AoS, e4m3 and e4b15
+// keys): strict decode bit-exact with the golden model, fast decode within
+// 1e-3, encode bytes equal to the CPU encode.
 #include <filesystem>
 
 #include "gpu_test_support.hpp"
@@ -10,9 +11,9 @@ namespace {
 
 using namespace tq_gpu_test;
 
-std::vector<std::string> case_dirs() {
+std::vector<std::string> case_dirs(const char* set) {
   std::vector<std::string> dirs;
-  const std::filesystem::path root = std::filesystem::path(TQ_TEST_DATA_DIR) / "vllm-soa";
+  const std::filesystem::path root = std::filesystem::path(TQ_TEST_DATA_DIR) / set;
   if (!std::filesystem::exists(root)) return dirs;
   for (const auto& e : std::filesystem::directory_iterator(root)) {
     if (e.is_directory()) dirs.push_back(e.path().string());
@@ -21,16 +22,16 @@ std::vector<std::string> case_dirs() {
   return dirs;
 }
 
-TEST(GpuCases, DecodeAndEncodeMatchTheGoldenModel) {
-  TQ_REQUIRE_DEVICE();
-  const auto dirs = case_dirs();
-  ASSERT_FALSE(dirs.empty()) << "no case directories under " << TQ_TEST_DATA_DIR;
+void expect_cases_match(const char* set, LayoutKind layout) {
+  const auto dirs = case_dirs(set);
+  ASSERT_FALSE(dirs.empty()) << "no case directories under " << TQ_TEST_DATA_DIR << "/" << set;
   for (const std::string& dir : dirs) {
     SCOPED_TRACE(dir);
     io::CaseDir c;
     const Status ls = io::load_case(dir, io::CaseLoadOptions{}, &c);
     ASSERT_TRUE(ls.ok()) << ls.to_string();
     const BlockLayout& l = c.layout;
+    ASSERT_EQ(l.format.layout, layout);
     Codebook cb;
     const Codebook* cbp = nullptr;
     if (!l.format.fp8_keys()) {
@@ -47,12 +48,13 @@ TEST(GpuCases, DecodeAndEncodeMatchTheGoldenModel) {
     ASSERT_TRUE(st.ok()) << st.to_string();
     EXPECT_EQ(first_difference(ref_out.data(), strict_out.data(), ref_out.size() * 4), -1);
     EXPECT_EQ(first_difference(ref_lse.data(), strict_lse.data(), ref_lse.size() * 4), -1);
+    const char* kernel = cuda::decode_kernel_name(cache, make_args(fast_out, fast_lse), cuda::CudaMode::kFast);
     st = cuda::decode_from_host(cache, make_args(fast_out, fast_lse), cuda::CudaMode::kFast);
     ASSERT_TRUE(st.ok()) << st.to_string();
     const double fast_err = rel_l2(fast_out, ref_out);
     const double vllm_err = rel_l2(c.expected_out.values, ref_out);
-    std::printf("  %s: fast rel_l2 %.3g (golden vs vLLM v1 %.3g)\n", std::filesystem::path(dir).filename().c_str(),
-                fast_err, vllm_err);
+    std::printf("  %s: %s, fast rel_l2 %.3g (golden vs vLLM v1 %.3g)\n",
+                std::filesystem::path(dir).filename().c_str(), kernel, fast_err, vllm_err);
     EXPECT_LE(fast_err, 1e-3);
 
     // Encode: the case's K/V through the CPU golden encode and the GPU encode,
@@ -69,6 +71,16 @@ TEST(GpuCases, DecodeAndEncodeMatchTheGoldenModel) {
     ASSERT_TRUE(st.ok()) << st.to_string();
     EXPECT_EQ(first_difference(ref_cache.data(), gpu_cache.data(), ref_cache.size()), -1);
   }
+}
+
+TEST(GpuCases, DecodeAndEncodeMatchTheGoldenModel) {
+  TQ_REQUIRE_DEVICE();
+  expect_cases_match("vllm-soa", LayoutKind::kSoA);
+}
+
+TEST(GpuCases, AosDecodeAndEncodeMatchTheGoldenModel) {
+  TQ_REQUIRE_DEVICE();
+  expect_cases_match("vllm-aos", LayoutKind::kAoS);
 }
 
 }  // namespace

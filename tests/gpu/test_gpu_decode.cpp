@@ -1,5 +1,7 @@
 // Decode on the GPU against the golden model: strict must reproduce every bit
-// of out and LSE, fast must stay within relative L2 1e-3 (fp32 output).
+// of out and LSE, fast must stay within relative L2 1e-3 (fp32 output), for
+// both layouts and both FP8 flavours.
+#include "device_decode.hpp"
 #include "gpu_test_support.hpp"
 
 namespace {
@@ -17,6 +19,8 @@ struct Shape {
   DType query_dtype;
   DType out_dtype;
   bool dense_rotation = false;
+  LayoutKind layout = LayoutKind::kSoA;
+  Fp8Format fp8 = Fp8Format::kE4m3;
 };
 
 // Edge grid plus random shapes: head_dim 64/128/256, block 16/32/64, GQA
@@ -58,8 +62,33 @@ std::vector<Shape> shapes(std::uint32_t seed) {
   return v;
 }
 
+// The AoS grid: the shapes above in the AoS layout (the FP8 ones alternately
+// e4m3 and e4b15), odd block sizes (so that blocks, and with them the 2-byte
+// aligned slots, start at every even alignment), and SoA caches of e4b15 keys.
+std::vector<Shape> aos_and_e4b15_shapes(std::uint32_t seed) {
+  std::vector<Shape> v = shapes(seed);
+  int fp8_shapes = 0;
+  for (Shape& s : v) {
+    s.layout = LayoutKind::kAoS;
+    if (s.preset == Preset::kK8V4 && fp8_shapes++ % 2 == 0) s.fp8 = Fp8Format::kE4b15;
+  }
+  const DType f32 = DType::kFloat32;
+  const LayoutKind aos = LayoutKind::kAoS;
+  v.push_back({Preset::k4BitNc, 128, 17, 3, 4, {1, 40, 333}, 32, f32, f32, false, aos});
+  v.push_back({Preset::kK3V4Nc, 64, 1, 2, 8, {100, 7, 0}, 8, DType::kFloat16, f32, false, aos});
+  v.push_back({Preset::k3BitNc, 256, 7, 1, 1, {250}, 4, DType::kBFloat16, DType::kBFloat16, false, aos});
+  v.push_back({Preset::k4BitNc, 64, 33, 5, 1, {2000, 64}, 32, f32, f32, false, aos});
+  v.push_back({Preset::kK8V4, 128, 5, 2, 4, {77, 3}, 16, f32, f32, false, aos, Fp8Format::kE4b15});
+  v.push_back({Preset::kK8V4, 64, 33, 4, 1, {500}, 32, f32, f32, false, aos});
+  v.push_back({Preset::kK3V4Nc, 128, 16, 2, 4, {300, 41}, 32, f32, f32, true, aos});  // dense rotation
+  v.push_back({Preset::kK8V4, 128, 16, 2, 4, {300, 41}, 32, f32, f32, false, LayoutKind::kSoA, Fp8Format::kE4b15});
+  v.push_back({Preset::kK8V4, 256, 16, 1, 8, {3000}, 32, f32, f32, false, LayoutKind::kSoA, Fp8Format::kE4b15});
+  return v;
+}
+
 DecodeProblem build(const Shape& s, std::uint32_t seed) {
-  DecodeProblem p = make_problem(s.preset, s.head_dim, s.block_size, s.num_kv_heads, s.group, s.seq_lens, seed);
+  DecodeProblem p =
+      make_problem(s.preset, s.head_dim, s.block_size, s.num_kv_heads, s.group, s.seq_lens, seed, s.layout, s.fp8);
   set_query_dtype(p, s.query_dtype, seed + 1);
   p.num_splits = s.num_splits;
   if (s.dense_rotation) {  // any finite matrix exercises the dense path bit for bit
@@ -102,11 +131,9 @@ TEST_F(GpuDecode, LargeGridStrictBitExact) {
 }
 
 // One golden-model run per shape, compared with both modes.
-TEST_F(GpuDecode, StrictBitExactAndFastWithinTolerance) {
-  const std::uint32_t seed = 20261129;
-  std::printf("seed %u\n", seed);
+void expect_shapes_match(const std::vector<Shape>& grid, std::uint32_t seed) {
   int index = 0;
-  for (const Shape& s : shapes(seed)) {
+  for (const Shape& s : grid) {
     const DecodeProblem p = build(s, seed + 17 * index++);
     SCOPED_TRACE(describe(p));
     std::vector<std::uint8_t> ref_out;
@@ -136,6 +163,50 @@ TEST_F(GpuDecode, StrictBitExactAndFastWithinTolerance) {
     std::printf("  %-64s %s rel_l2 %.3g, max |lse err| %.3g\n", describe(p).c_str(), kernel, err, lse_err);
     EXPECT_LE(err, 1e-3);
     EXPECT_LE(lse_err, 1e-2);
+  }
+}
+
+TEST_F(GpuDecode, StrictBitExactAndFastWithinTolerance) {
+  const std::uint32_t seed = 20261129;
+  std::printf("seed %u\n", seed);
+  expect_shapes_match(shapes(seed), seed);
+}
+
+TEST_F(GpuDecode, AosAndE4b15StrictBitExactAndFastWithinTolerance) {
+  const std::uint32_t seed = 20261201;
+  std::printf("seed %u\n", seed);
+  expect_shapes_match(aos_and_e4b15_shapes(seed), seed);
+}
+
+// The AoS twin of LargeGridStrictBitExact (the one-warp-per-split kernel), small
+// enough for compute-sanitizer.
+TEST_F(GpuDecode, AosLargeGridStrictBitExact) {
+  Shape s{Preset::k4BitNc, 128, 16, 8, 4, std::vector<int>(24, 200), 32, DType::kFloat32, DType::kFloat32};
+  s.layout = LayoutKind::kAoS;
+  const DecodeProblem p = build(s, 8);
+  SCOPED_TRACE(describe(p));
+  std::vector<std::uint8_t> ref_out;
+  std::vector<float> ref_lse;
+  expect_strict_bit_exact(p, DType::kFloat32, ref_out, ref_lse);
+}
+
+// AoS slots are 2-byte aligned: a cache that starts 2, 4 or 8 bytes past a
+// 16-byte boundary moves every slot to another alignment (FP8 slots of 4k
+// bytes then take the 2-byte copies; 4k + 2 slots swap their shifts).
+TEST_F(GpuDecode, AosCacheAtAnyEvenOffsetIsBitExact) {
+  for (Preset preset : {Preset::k4BitNc, Preset::kK8V4, Preset::k3BitNc}) {
+    for (std::size_t offset : {2, 4, 8}) {
+      DecodeProblem p = make_problem(preset, DeviceDecode::kDims, 16, 2, 4, {45, 300}, 31 + unsigned(offset),
+                                     LayoutKind::kAoS);
+      const std::string what = describe(p) + " cache offset " + std::to_string(offset);
+      DeviceDecode d(p, offset);
+      CUDA_OK(cudaMemcpy(d.query.p, p.query.data(), p.query.size(), cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(d.lens.p, p.seq_lens.data(), p.seq_lens.size() * 4, cudaMemcpyHostToDevice));
+      const Status st = cuda::decode(d.view(p), d.args, cuda::CudaMode::kStrict, d.workspace, nullptr);
+      ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
+      CUDA_OK(cudaDeviceSynchronize());
+      expect_matches_reference(p, d, cuda::CudaMode::kStrict, what);
+    }
   }
 }
 

@@ -182,41 +182,50 @@ TEST(GpuDeviceHelpers, StrictTreeMatchesReduceLanes16) {
   }
 }
 
-// strict_key<KB> on a staged row (the key bytes first, one word of slack).
-template <int KB, int D>
+// strict_key on a staged row (the key bytes first, one word of slack), and on
+// a shifted row (AoS: the key bytes from row byte 2).
+template <int KB, int D, core::Fp8Format F8, bool kShifted>
 __global__ void key_kernel(const std::uint32_t* row, const float* codebook, float* out) {
   __shared__ float centroids[core::kMaxCodebookSize];
   if (threadIdx.x < core::kMaxCodebookSize) centroids[threadIdx.x] = codebook[threadIdx.x];
   __syncthreads();
-  for (int d = threadIdx.x; d < D; d += blockDim.x) out[d] = strict_key<KB>(row, d, centroids);
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    out[d] = strict_key<KB, F8, kShifted>(row, d, centroids, kShifted ? 16 : 0);
+  }
 }
 
-template <int KB, int D>
+template <int KB, int D, core::Fp8Format F8 = core::Fp8Format::kE4m3, bool kShifted = false>
 void check_key(std::uint32_t seed) {
-  constexpr core::Format f = core::make_format(D, KB, 4);
+  core::Format f = core::make_format(D, KB, 4);
+  f.fp8_format = F8;
   std::mt19937 rng(seed);
   std::vector<std::uint8_t> bytes(f.key_data_bytes() + 8);
   for (auto& x : bytes) x = static_cast<std::uint8_t>(rng());
-  std::vector<std::uint32_t> row(bytes.size() / 4);
-  std::memcpy(row.data(), bytes.data(), bytes.size());
+  const std::size_t shift = kShifted ? 2 : 0;
+  std::vector<std::uint8_t> staged(bytes.size() + 4, 0xee);
+  std::memcpy(staged.data() + shift, bytes.data(), bytes.size());
+  std::vector<std::uint32_t> row(staged.size() / 4);
+  std::memcpy(row.data(), staged.data(), row.size() * 4);
   std::vector<float> cb = random_floats(rng, core::kMaxCodebookSize);
   Dev<std::uint32_t> drow(row);
   Dev<float> dcb(cb), dout(D);
-  key_kernel<KB, D><<<1, 32>>>(drow.ptr, dcb.ptr, dout.ptr);
+  key_kernel<KB, D, F8, kShifted><<<1, 32>>>(drow.ptr, dcb.ptr, dout.ptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<float> out = dout.get();
   for (int d = 0; d < D; ++d) {
-    const float ref = f.fp8_keys() ? core::fp8_e4m3_to_float(bytes[d]) : cb[core::unpack_code(KB, bytes.data(), d)];
+    const float ref = f.fp8_keys() ? core::fp8_to_float(F8, bytes[d]) : cb[core::unpack_code(KB, bytes.data(), d)];
     if (ref != ref) {  // e4m3 NaN: any NaN (it only feeds fma_rn)
       EXPECT_NE(out[d], out[d]) << "KB=" << KB << " dim " << d;
     } else {
-      EXPECT_EQ(bits_of(out[d]), bits_of(ref)) << "KB=" << KB << " D=" << D << " dim " << d;
+      EXPECT_EQ(bits_of(out[d]), bits_of(ref)) << "KB=" << KB << " D=" << D << " shifted " << kShifted << " dim " << d;
     }
   }
 }
 
 TEST(GpuDeviceHelpers, StrictKeyMatchesCoreDecode) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  constexpr auto kE4b15 = core::Fp8Format::kE4b15;
+  constexpr auto kE4m3 = core::Fp8Format::kE4m3;
   for (std::uint32_t seed : {6u, 7u}) {
     std::printf("seed %u\n", seed);
     check_key<3, 128>(seed);
@@ -225,6 +234,11 @@ TEST(GpuDeviceHelpers, StrictKeyMatchesCoreDecode) {
     check_key<3, 256>(seed);
     check_key<4, 64>(seed);
     check_key<8, 64>(seed);
+    check_key<8, 128, kE4b15>(seed);
+    check_key<3, 128, kE4m3, true>(seed);
+    check_key<4, 128, kE4m3, true>(seed);
+    check_key<4, 256, kE4m3, true>(seed);
+    check_key<8, 64, kE4b15, true>(seed);
   }
 }
 

@@ -1,5 +1,6 @@
 # Two commands on a fresh Debian 12 machine (as root):
-#   make run    install missing packages, build, run the demo (tq bench + vLLM case validation)
+#   make run    install missing packages, build, run the demo (tq bench + validation of the vLLM
+#               cases, both layouts: tests/data/vllm-soa and tests/data/vllm-aos)
 #   make test   install missing packages, build, run every test (ctest)
 BUILD_DIR ?= build
 BUILD_TYPE ?= Release
@@ -10,7 +11,8 @@ DEB_PACKAGES := cmake ninja-build g++ make libtbb-dev libeigen3-dev libxsimd-dev
                 libgtest-dev libgmock-dev googletest libbenchmark-dev nlohmann-json3-dev libcli11-dev
 
 TQ := $(BUILD_DIR)/tools/tq/tq
-CASES := $(sort $(patsubst %/meta.json,%,$(wildcard tests/data/vllm-soa/*/meta.json)))
+case_dirs = $(sort $(patsubst %/meta.json,%,$(wildcard tests/data/$(1)/*/meta.json)))
+CASES := $(call case_dirs,vllm-soa) $(call case_dirs,vllm-aos)
 
 .PHONY: all deps configure build test run clean
 
@@ -36,6 +38,7 @@ test: build
 run: build
 	$(TQ) bench
 	@for c in $(CASES); do echo; echo "== tq validate $$c"; $(TQ) validate $$c || exit 1; \
+	  [ -f $$c/vllm_v2_out.npy ] || continue; \
 	  echo "== tq validate $$c --output vllm_v2_out.npy (vLLM's tensor-core decode)"; \
 	  $(TQ) validate $$c --output vllm_v2_out.npy; echo "(exit $$?)"; done
 

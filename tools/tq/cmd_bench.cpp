@@ -1,5 +1,6 @@
-// tq bench: a synthetic decode workload per preset (default: all four on a
-// Llama-like layer, Hq 32, Hk 8, D 128, 4 sequences x 8192 tokens). Reports
+// tq bench: a synthetic decode workload per preset and layout (default: all
+// four presets in SoA on a Llama-like layer, Hq 32, Hk 8, D 128, 4 sequences x
+// 8192 tokens; --layout soa,aos times both layouts on the same data). Reports
 // encode throughput, the median decode time, the cache bytes read per second
 // next to a memory-bandwidth probe measured in the same run, and the decode's
 // error against float64 attention on the dequantized and the original K/V.
@@ -23,6 +24,8 @@ namespace {
 
 struct BenchOptions {
   std::string presets = "all";
+  std::string layouts = "soa";
+  std::string fp8_format = "e4m3";
   WorkloadSpec spec;
   int splits = 32;
   int repeats = 0;  // 0: at least 3, more while they take under a second
@@ -66,6 +69,38 @@ std::vector<turboquant::Preset> parse_presets(const std::string& list) {
   return out;
 }
 
+std::vector<turboquant::LayoutKind> parse_layouts(const std::string& list) {
+  std::vector<turboquant::LayoutKind> out;
+  std::stringstream ss(list);
+  std::string name;
+  while (std::getline(ss, name, ',')) {
+    const turboquant::LayoutKind k = parse_layout("--layout", name);
+    if (std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+  }
+  if (out.empty()) fail("--layout", "\"" + list + "\" names no layout (expected soa, aos or soa,aos)");
+  return out;
+}
+
+// One row of the table: a preset in one layout.
+struct BenchFormat {
+  turboquant::Preset preset;
+  turboquant::Format format;
+};
+
+std::vector<BenchFormat> bench_formats(const BenchOptions& o) {
+  const std::vector<turboquant::Preset> presets = parse_presets(o.presets);
+  const std::vector<turboquant::LayoutKind> layouts = parse_layouts(o.layouts);
+  const turboquant::Fp8Format fp8 = parse_fp8_format("--fp8-format", o.fp8_format);
+  std::vector<BenchFormat> out;
+  for (turboquant::Preset p : presets) {
+    for (turboquant::LayoutKind k : layouts) {
+      // The FP8 flavour applies to FP8 keys only (preset_format gives it to k8v4 alone).
+      out.push_back({p, turboquant::preset_format(p, o.spec.head_dim, k, fp8)});
+    }
+  }
+  return out;
+}
+
 void check_spec(const BenchOptions& o) {
   const auto positive = [](const char* arg, int v, int lo, int hi) {
     if (v < lo || v > hi) fail(arg, fmt("%d must be in [%d, %d]", v, lo, hi));
@@ -84,16 +119,17 @@ void check_spec(const BenchOptions& o) {
 }
 
 int run_bench(const BenchOptions& o) {
-  const std::vector<turboquant::Preset> presets = parse_presets(o.presets);
+  const std::vector<BenchFormat> formats = bench_formats(o);
   check_spec(o);
   const WorkloadSpec& sp = o.spec;
-  for (turboquant::Preset p : presets) {
-    const turboquant::BlockLayout l{turboquant::preset_format(p, sp.head_dim), sp.block_size, sp.kv_heads};
-    ensure(turboquant::validate_layout(l), std::string("--preset ") + turboquant::preset_name(p));
+  for (const BenchFormat& bf : formats) {
+    const turboquant::BlockLayout l{bf.format, sp.block_size, sp.kv_heads};
+    ensure(turboquant::validate_layout(l), std::string("--preset ") + turboquant::preset_name(bf.preset) +
+                                               " --layout " + turboquant::layout_name(bf.format.layout));
   }
   const std::unique_ptr<Backend> backend = make_backend(o.backend);
   const int threads = hardware_threads();
-  Progress progress(static_cast<int>(presets.size()) * 3 + 3);
+  Progress progress(static_cast<int>(formats.size()) * 3 + 3);
 
   progress.step("memory bandwidth probe");
   const double probe = backend->probe_gbps();
@@ -122,9 +158,11 @@ int run_bench(const BenchOptions& o) {
   original = DenseKV{};
 
   json results = json::array();
-  for (turboquant::Preset p : presets) {
-    const std::string name = std::string(turboquant::preset_name(p)).substr(11);
-    const turboquant::BlockLayout l{turboquant::preset_format(p, sp.head_dim), sp.block_size, sp.kv_heads};
+  for (const BenchFormat& bf : formats) {
+    const turboquant::Preset p = bf.preset;
+    const std::string name =
+        std::string(turboquant::preset_name(p)).substr(11) + " " + turboquant::layout_name(bf.format.layout);
+    const turboquant::BlockLayout l{bf.format, sp.block_size, sp.kv_heads};
     std::vector<std::uint8_t> cache(static_cast<std::size_t>(w.num_blocks * l.block_bytes()), 0);
 
     progress.step(name + ": encode");
@@ -168,8 +206,7 @@ int run_bench(const BenchOptions& o) {
     const double err_dq = compare(got, f64_dequant, sp.q_heads, sp.head_dim).rel_l2;
     const double err_orig = compare(got, f64_original, sp.q_heads, sp.head_dim).rel_l2;
 
-    results.push_back(
-        json{{"preset", turboquant::preset_name(p)},
+    json row{{"preset", turboquant::preset_name(p)},
              {"backend", backend->name()},
              {"isa", backend->isa()},
              {"threads", backend->threads()},
@@ -192,7 +229,9 @@ int run_bench(const BenchOptions& o) {
              {"probe_gbps", probe},
              {"rel_l2_vs_f64_dequant", json_number(err_dq)},
              {"rel_l2_vs_f64_original", json_number(err_orig)},
-             {"oracle", oracle_scope}});
+             {"oracle", oracle_scope}};
+    add_format_names(row, l.format);
+    results.push_back(row);
   }
   progress.done();
 
@@ -206,12 +245,18 @@ int run_bench(const BenchOptions& o) {
               backend->isa().c_str(), backend->threads(), backend->threads() == 1 ? "" : "s", probe,
               backend->probe_name().c_str());
   std::printf("f64 oracle over %s; decode time = median of timed runs\n\n", oracle_scope.c_str());
-  std::printf("%-9s %10s %8s %10s %13s %10s %9s %8s %12s %13s\n", "preset", "B/tok-head", "vs bf16", "encode ms",
-              "tok-heads/s", "decode ms", "dec GB/s", "of probe", "err f64(dq)", "err f64(orig)");
+  std::printf("%-9s %-9s %10s %8s %10s %13s %10s %9s %8s %12s %13s\n", "preset", "layout", "B/tok-head", "vs bf16",
+              "encode ms", "tok-heads/s", "decode ms", "dec GB/s", "of probe", "err f64(dq)", "err f64(orig)");
   const auto num = [](const json& x) { return x.is_number() ? x.get<double>() : std::nan(""); };
+  // "aos", or "aos/e4b15" for the FP8 flavour that is not the default.
+  const auto layout_label = [](const json& r) {
+    const bool other_fp8 = r.contains("fp8_format") && r["fp8_format"] != "e4m3";
+    return r["layout"].get<std::string>() + (other_fp8 ? "/" + r["fp8_format"].get<std::string>() : "");
+  };
   for (const json& r : results) {
-    std::printf("%-9s %10d %7.2fx %10.1f %13.3e %10.3f %9.2f %7.1f%% %12.2e %13.3e\n",
-                r["preset"].get<std::string>().substr(11).c_str(), r["bytes_per_token_head"].get<int>(),
+    std::printf("%-9s %-9s %10d %7.2fx %10.1f %13.3e %10.3f %9.2f %7.1f%% %12.2e %13.3e\n",
+                r["preset"].get<std::string>().substr(11).c_str(), layout_label(r).c_str(),
+                r["bytes_per_token_head"].get<int>(),
                 num(r["compression_vs_bf16"]), num(r["encode_ms"]), num(r["encode_token_heads_per_s"]),
                 num(r["decode_ms"]), num(r["decode_gbps"]), 100.0 * num(r["decode_gbps"]) / probe,
                 num(r["rel_l2_vs_f64_dequant"]), num(r["rel_l2_vs_f64_original"]));
@@ -227,8 +272,17 @@ int run_bench(const BenchOptions& o) {
 Command add_bench(CLI::App& parent) {
   auto o = std::make_shared<BenchOptions>();
   o->backend.name = default_backend_name();
-  CLI::App* app = parent.add_subcommand("bench", "Synthetic decode benchmark: throughput and error per preset");
+  CLI::App* app =
+      parent.add_subcommand("bench", "Synthetic decode benchmark: throughput and error per preset and layout");
   app->add_option("--preset", o->presets, "Presets, comma-separated, or all: " + preset_list())->capture_default_str();
+  app->add_option("--layout", o->layouts,
+                  "Cache layouts, comma-separated: soa, aos (what vLLM writes on NVIDIA) or soa,aos (both, on the "
+                  "same data)")
+      ->capture_default_str();
+  app->add_option("--fp8-format", o->fp8_format,
+                  "FP8 key encoding of k8v4: e4m3 or e4b15 (which clips |k| > 1.75, so its error vs the original "
+                  "K/V is large on N(0, 1) keys)")
+      ->capture_default_str();
   app->add_option("--batch", o->spec.batch, "Sequences")->transform(int32_value())->capture_default_str();
   app->add_option("--seq-len", o->spec.seq_len, "Tokens per sequence")->transform(int32_value())->capture_default_str();
   app->add_option("--q-heads", o->spec.q_heads, "Query heads")->transform(int32_value())->capture_default_str();

@@ -51,13 +51,15 @@ int run_decode(const DecodeOptions& o) {
            {"out", o.out},
            {"shape", out_shape},
            {"decode_ms", ms}};
+    add_format_names(j, c.format);
     if (!o.lse.empty()) j["lse"] = o.lse;
     print_json(j);
     return kExitOk;
   }
-  std::printf("decoded %lld sequences x %d heads (%s, seq_lens %s) with %s in %.2f ms, %d splits\n",
+  std::printf("decoded %lld sequences x %d heads (%s, %s, seq_lens %s) with %s in %.2f ms, %d splits\n",
               static_cast<long long>(c.batch), c.num_q_heads, c.preset_name.c_str(),
-              join_ints(c.seq_lens.values).c_str(), backend->name().c_str(), ms, splits);
+              turboquant::describe(c.format).c_str(), join_ints(c.seq_lens.values).c_str(), backend->name().c_str(), ms,
+              splits);
   std::printf("wrote %s %s float32\n", o.out.c_str(), io::format_shape(out_shape).c_str());
   if (!o.lse.empty())
     std::printf("wrote %s (%lld, %d) float32 (natural-log LSE)\n", o.lse.c_str(), static_cast<long long>(c.batch),
@@ -70,7 +72,8 @@ int run_decode(const DecodeOptions& o) {
 Command add_decode(CLI::App& parent) {
   return case_run_command(
       parent,
-      {"decode", "Decode attention over a case's cache and query", "meta.json, query, kv_cache, block_table, seq_lens",
+      {"decode", "Decode attention over a case's cache (SoA or AoS, as its meta.json says) and query",
+       "meta.json, query, kv_cache, block_table, seq_lens",
        "Output .npy, float32 [B, Hq, D]", /*out_required=*/true},
       [](CLI::App* app, DecodeOptions* o) {
         app->add_option("--lse", o->lse, "Also write the log-sum-exp, float32 [B, Hq] (natural log)")

@@ -122,6 +122,7 @@ int run_encode(const EncodeOptions& o) {
          {"shape", shape},
          {"bytes", cache.size()},
          {"codebook", c.format.fp8_keys() ? "none (FP8 keys)" : (c.centroids.present ? "centroids.npy" : "vllm")}};
+  add_format_names(j, c.format);
   if (!o.out.empty()) j["out"] = o.out;
   Agreement a;
   if (c.kv_cache.present) {
@@ -142,8 +143,9 @@ int run_encode(const EncodeOptions& o) {
     print_json(j);
     return kExitOk;
   }
-  std::printf("encoded %lld tokens x %d kv heads (%s, %s) into %lld blocks, %zu bytes, backend %s\n",
+  std::printf("encoded %lld tokens x %d kv heads (%s, %s, %s) into %lld blocks, %zu bytes, backend %s\n",
               static_cast<long long>(c.num_tokens), l.num_kv_heads, c.preset_name.c_str(),
+              turboquant::describe(c.format).c_str(),
               j["codebook"].get<std::string>().c_str(), static_cast<long long>(num_blocks), cache.size(),
               backend->name().c_str());
   if (!o.out.empty()) std::printf("wrote %s %s uint8\n", o.out.c_str(), io::format_shape(shape).c_str());
@@ -166,7 +168,9 @@ int run_encode(const EncodeOptions& o) {
 
 Command add_encode(CLI::App& parent) {
   return case_run_command(parent,
-                          {"encode", "Encode a case's keys/values/slot_mapping into a cache",
+                          {"encode",
+                           "Encode a case's keys/values/slot_mapping into a cache (the layout and FP8 flavour of its "
+                           "meta.json)",
                            "meta.json, keys.npy, values.npy, slot_mapping.npy",
                            "Write the cache here (.npy uint8, the shape of the case's kv_cache)"},
                           [](CLI::App*, EncodeOptions*) {}, run_encode);

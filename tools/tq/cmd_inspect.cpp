@@ -1,7 +1,10 @@
-// tq inspect: what is in a case's cache. Which blocks and slots the block
-// tables (up to seq_lens) and slot_mapping reference, per-KV-head ranges of
-// the fp16 metadata, code histograms, non-finite or zero-scale metadata, and
-// non-zero bytes where nothing should have been written.
+// tq inspect: what is in a case's cache, in either layout (SoA or AoS, from
+// meta.json). Which blocks and slots the block tables (up to seq_lens) and
+// slot_mapping reference, per-KV-head ranges of the fp16 metadata (and, where
+// the decode applies the norm correction, of the norm it multiplies by), FP8
+// keys decoded in the case's flavour, code histograms, non-finite or
+// zero-scale metadata, and non-zero bytes where nothing should have been
+// written: in unreferenced slots and in padding (bytes no field owns).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -10,6 +13,7 @@
 #include <memory>
 
 #include "common.hpp"
+#include "slot_map.hpp"
 #include "turboquant/core/fp8.hpp"
 #include "turboquant/core/pack.hpp"
 #include "turboquant/core/token_codec.hpp"
@@ -46,8 +50,17 @@ struct Range {
 };
 
 struct HeadStats {
-  Range key_norm, value_scale, value_zero, fp8_key;  // fp8_key: decoded FP8 key values
+  Range key_norm, value_scale, value_zero;
+  Range key_norm_decoded;  // AoS Lloyd-Max keys: the stored norm divided by ||c|| (decode_key_norm)
+  Range fp8_key;           // decoded FP8 key values
+  std::int64_t fp8_at_limit = 0;  // FP8 keys at the flavour's largest stored magnitude (clipped by the store)
 };
+
+// The largest magnitude vLLM's store writes in each FP8 flavour: keys beyond
+// it were clipped (e4m3 saturates at 448; e4b15 holds only |k| <= 1.75).
+float fp8_store_limit(turboquant::Fp8Format f) {
+  return f == turboquant::Fp8Format::kE4b15 ? core::kFp8E4b15Max : core::kFp8Max;
+}
 
 // The first bad metadata value, for the message.
 struct Finding {
@@ -136,8 +149,9 @@ int verdict(const io::CaseDir& c, const Finding& non_finite) {
 int run_inspect(const InspectOptions& o) {
   io::CaseLoadOptions load = io::CaseLoadOptions::meta_only();
   load.kv_cache = io::Need::kRequired;
-  load.block_table = load.seq_lens = load.slot_mapping = io::Need::kIfPresent;
+  load.block_table = load.seq_lens = load.slot_mapping = load.centroids = io::Need::kIfPresent;
   const io::CaseDir c = load_case(o.case_dir, load);
+  const std::unique_ptr<turboquant::Codebook> codebook = case_codebook(c);
   const BlockLayout& l = c.layout;
   const auto& f = l.format;
   const std::uint8_t* cache = c.kv_cache.data();
@@ -151,24 +165,25 @@ int run_inspect(const InspectOptions& o) {
   Finding non_finite, zero_scale, stray;
   std::int64_t referenced = 0, stray_bytes = 0, padding_nonzero = 0;
   std::vector<std::uint8_t> block_used(static_cast<std::size_t>(c.num_blocks), 0);
+  const std::vector<std::uint8_t> owned = field_byte_map(l);  // 0: padding
+  const std::int64_t padding_per_block = std::count(owned.begin(), owned.end(), std::uint8_t{0});
   const MetaField fields[] = {MetaField::kKeyNorm, MetaField::kValueScale, MetaField::kValueZero};
+  std::vector<float> direction(static_cast<std::size_t>(f.head_dim));
   for (std::int64_t blk = 0; blk < c.num_blocks; ++blk) {
     const std::uint8_t* block = cache + l.block_base(blk);
-    for (std::int64_t i = l.used_block_bytes(); i < l.block_bytes(); ++i) padding_nonzero += block[i] != 0;
+    for (std::int64_t i = 0; i < l.block_bytes(); ++i) {
+      padding_nonzero += owned[static_cast<std::size_t>(i)] == 0 && block[i] != 0;
+    }
     for (int t = 0; t < l.block_size; ++t) {
       const bool used = ref[static_cast<std::size_t>(blk * l.block_size + t)] != 0;
       referenced += used;
       block_used[static_cast<std::size_t>(blk)] |= used;
       for (int h = 0; h < l.num_kv_heads; ++h) {
         const std::string where = fmt("block %lld slot %d head %d", static_cast<long long>(blk), t, h);
-        if (!used) {  // nothing should be there: count non-zero record and metadata bytes
+        if (!used) {  // nothing should be there: count non-zero bytes of every field of the slot
           std::int64_t n = 0;
-          const std::uint8_t* rec = block + l.key_data_offset(t, h);
-          for (int i = 0; i < f.data_bytes(); ++i) n += rec[i] != 0;
-          for (MetaField m : fields) {
-            if (f.fp8_keys() && m == MetaField::kKeyNorm) continue;
-            const std::uint8_t* p = block + l.meta_field_offset(t, h, m);
-            n += (p[0] != 0) + (p[1] != 0);
+          for (const FieldRange& r : slot_fields(l, t, h)) {
+            for (std::int64_t i = r.begin; i < r.end; ++i) n += block[i] != 0;
           }
           if (n > 0) stray.add(where);
           stray_bytes += n;
@@ -186,12 +201,17 @@ int run_inspect(const InspectOptions& o) {
           if (!std::isfinite(v)) non_finite.add(where + " " + name + " = " + fmt("%g", v));
           if (m == MetaField::kValueScale && v == 0) zero_scale.add(where);
         }
+        if (f.norm_corrected_at_decode()) {
+          core::decode_key_direction(l, block, t, h, *codebook, direction.data());
+          hs.key_norm_decoded.add(core::decode_key_norm(l, block, t, h, direction.data()));
+        }
         const std::uint8_t* keys = block + l.key_data_offset(t, h);
         const std::uint8_t* values = block + l.value_data_offset(t, h);
         for (int d = 0; d < f.head_dim; ++d) {
           if (f.fp8_keys()) {
-            const double k = core::fp8_e4m3_to_float(keys[d]);
+            const float k = core::fp8_to_float(f.fp8_format, keys[d]);
             hs.fp8_key.add(k);
+            hs.fp8_at_limit += std::fabs(k) >= fp8_store_limit(f.fp8_format);
             if (!std::isfinite(k)) non_finite.add(where + fmt(" fp8 key dim %d = nan", d));
           } else {
             ++key_hist[static_cast<std::size_t>(core::unpack_code(f.key_bits, keys, d))];
@@ -214,13 +234,15 @@ int run_inspect(const InspectOptions& o) {
     json j{{"head", h}, {"value_scale", hs.value_scale.to_json()}, {"value_zero", hs.value_zero.to_json()}};
     if (f.fp8_keys()) {
       j["fp8_key"] = hs.fp8_key.to_json();
+      j["fp8_key"]["at_store_limit"] = hs.fp8_at_limit;
     } else {
       j["key_norm"] = hs.key_norm.to_json();
     }
+    if (f.norm_corrected_at_decode()) j["key_norm_decoded"] = hs.key_norm_decoded.to_json();
     head_json.push_back(j);
   }
   if (o.json) {
-    print_json(json{{"case", c.path},
+    json j{{"case", c.path},
                     {"preset", c.preset_name},
                     {"num_blocks", c.num_blocks},
                     {"block_bytes", l.block_bytes()},
@@ -238,13 +260,20 @@ int run_inspect(const InspectOptions& o) {
                     {"zero_value_scales", zero_scale.count},
                     {"nonzero_bytes_outside_referenced_slots", stray_bytes},
                     {"slots_with_stray_bytes", stray.count},
-                    {"nonzero_padding_bytes", padding_nonzero}});
+                    {"padding_bytes", padding_per_block * c.num_blocks},
+                    {"nonzero_padding_bytes", padding_nonzero}};
+    add_format_names(j, f);
+    print_json(j);
     return verdict(c, non_finite);
   }
 
   std::printf("case      %s\n", c.path.c_str());
   std::printf("format    %s: %s; block_size %d, Hk %d\n", c.preset_name.c_str(), turboquant::describe(f).c_str(),
               l.block_size, l.num_kv_heads);
+  std::printf("layout    %s\n", l.aos() ? fmt("aos: slot (t, h) at (t * %d + h) * %lld in a block", l.num_kv_heads,
+                                              static_cast<long long>(l.record_stride()))
+                                              .c_str()
+                                        : "soa: data region, then fp16 metadata region");
   std::printf("cache     %lld blocks x %lld bytes = %zu bytes\n", static_cast<long long>(c.num_blocks),
               static_cast<long long>(l.block_bytes()), c.kv_cache.size());
   for (const json& s : seqs) {
@@ -262,13 +291,24 @@ int run_inspect(const InspectOptions& o) {
   std::printf("slots     %lld referenced (%lld by block tables up to seq_lens, %lld by slot_mapping)\n",
               static_cast<long long>(referenced), static_cast<long long>(from_tables),
               static_cast<long long>(from_mapping));
-  std::printf("\nmetadata over referenced slots (fp16):\n  head  %-26s %-26s %s\n",
-              f.fp8_keys() ? "fp8 key values" : "key norm", "value scale", "value zero");
+  // One column per field; AoS Lloyd-Max keys add the norm the decode multiplies by.
+  const bool decoded_norm = f.norm_corrected_at_decode();
+  std::printf("\nmetadata over referenced slots (fp16):\n  head  %-26s %s%-26s %s\n",
+              f.fp8_keys() ? (std::string("fp8 key values (") + turboquant::fp8_format_name(f.fp8_format) + ")").c_str()
+                           : (decoded_norm ? "key norm (stored, ||k||)" : "key norm"),
+              decoded_norm ? fmt("%-26s ", "key norm / ||c|| (decoded)").c_str() : "", "value scale", "value zero");
   const auto rng = [](const Range& r) { return fmt("[%.5g, %.5g]", r.lo, r.hi); };
+  std::int64_t fp8_at_limit = 0;
   for (int h = 0; h < l.num_kv_heads; ++h) {
     const HeadStats& hs = heads[static_cast<std::size_t>(h)];
-    std::printf("  %4d  %-26s %-26s %s\n", h, rng(f.fp8_keys() ? hs.fp8_key : hs.key_norm).c_str(),
+    fp8_at_limit += hs.fp8_at_limit;
+    std::printf("  %4d  %-26s %s%-26s %s\n", h, rng(f.fp8_keys() ? hs.fp8_key : hs.key_norm).c_str(),
+                decoded_norm ? fmt("%-26s ", rng(hs.key_norm_decoded).c_str()).c_str() : "",
                 rng(hs.value_scale).c_str(), rng(hs.value_zero).c_str());
+  }
+  if (f.fp8_keys()) {
+    std::printf("fp8 keys at the store's limit (|k| = %g, clipped)  %lld\n", fp8_store_limit(f.fp8_format),
+                static_cast<long long>(fp8_at_limit));
   }
   if (!f.fp8_keys()) std::printf("\nkey codes   (%d-bit) %s\n", f.key_bits, hist_line(key_hist).c_str());
   std::printf("%svalue codes (%d-bit) %s\n", f.fp8_keys() ? "\n" : "", f.value_bits, hist_line(value_hist).c_str());
@@ -279,7 +319,8 @@ int run_inspect(const InspectOptions& o) {
   std::printf("non-zero bytes outside referenced slots  %lld in %lld slot-heads%s\n",
               static_cast<long long>(stray_bytes), static_cast<long long>(stray.count),
               stray.count ? (" (first: " + stray.first + ")").c_str() : "");
-  std::printf("non-zero padding bytes      %lld\n", static_cast<long long>(padding_nonzero));
+  std::printf("non-zero padding bytes      %lld of %lld\n", static_cast<long long>(padding_nonzero),
+              static_cast<long long>(padding_per_block * c.num_blocks));
   return verdict(c, non_finite);
 }
 
@@ -289,9 +330,10 @@ Command add_inspect(CLI::App& parent) {
   auto o = std::make_shared<InspectOptions>();
   CLI::App* app =
       parent.add_subcommand("inspect",
-                            "What is in a case's cache: blocks, metadata ranges, code histograms. Exit 1 when "
-                            "referenced slots hold non-finite metadata");
-  add_case_argument(app, &o->case_dir, "meta.json, kv_cache; block_table, seq_lens, slot_mapping");
+                            "What is in a case's cache (SoA or AoS, as meta.json says): blocks, metadata ranges, "
+                            "FP8 keys, code histograms, stray and padding bytes. Exit 1 when referenced slots hold "
+                            "non-finite metadata");
+  add_case_argument(app, &o->case_dir, "meta.json, kv_cache; block_table, seq_lens, slot_mapping, centroids");
   app->add_flag("--json", o->json, "Print one JSON object");
   return Command{app, [o] { return run_inspect(*o); }};
 }

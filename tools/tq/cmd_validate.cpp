@@ -114,6 +114,7 @@ int run_validate(const ValidateOptions& o) {
            {"seq_lens", c.seq_lens.values},
            {"f64_original_available", f64_original.has_value()},
            {"f64_dequant_non_finite", oracle_non_finite}};
+    add_format_names(j, c.format);
     if (!original_note.empty()) j["f64_original_note"] = original_note;
     for (const Row& r : rows) j[r.key] = comparison_json(r.cmp);
     print_json(j);
@@ -162,7 +163,9 @@ int run_validate(const ValidateOptions& o) {
 Command add_validate(CLI::App& parent) {
   auto o = std::make_shared<ValidateOptions>();
   CLI::App* app =
-      parent.add_subcommand("validate", "Compare a decode output with the golden model and float64 oracles");
+      parent.add_subcommand("validate",
+                            "Compare a decode output with the golden model and float64 oracles (the case's layout "
+                            "and FP8 flavour from meta.json)");
   add_case_argument(app, &o->case_dir, "meta.json, query, kv_cache, block_table, seq_lens");
   app->add_option("--output", o->output, "Output to check: a path, or a file name in CASE; float [B, Hq, D]")
       ->capture_default_str()

@@ -103,6 +103,32 @@ turboquant::Preset parse_preset(const std::string& arg, const std::string& value
   return *p;
 }
 
+turboquant::LayoutKind parse_layout(const std::string& arg, const std::string& value) {
+  const auto l = turboquant::layout_from_name(value);
+  if (!l) fail(arg, "unknown layout \"" + value + "\" (expected soa or aos)");
+  return *l;
+}
+
+turboquant::Fp8Format parse_fp8_format(const std::string& arg, const std::string& value) {
+  const auto f = turboquant::fp8_format_from_name(value);
+  if (!f) fail(arg, "unknown FP8 format \"" + value + "\" (expected e4m3 or e4b15)");
+  return *f;
+}
+
+turboquant::Fp8Format fp8_format_for(turboquant::Preset preset, const std::string& arg, const std::string& value) {
+  const turboquant::Fp8Format f = parse_fp8_format(arg, value);
+  const bool fp8_keys = turboquant::preset_format(preset, 128).fp8_keys();
+  if (!fp8_keys && f != turboquant::Fp8Format::kE4m3) {
+    fail(arg, value + " applies to FP8 keys (turboquant_k8v4) only, not " + turboquant::preset_name(preset));
+  }
+  return fp8_keys ? f : turboquant::Fp8Format::kE4m3;
+}
+
+void add_format_names(json& j, const turboquant::Format& f) {
+  j["layout"] = turboquant::layout_name(f.layout);
+  if (f.fp8_keys()) j["fp8_format"] = turboquant::fp8_format_name(f.fp8_format);
+}
+
 io::CaseDir load_case(const std::string& dir, const io::CaseLoadOptions& options) {
   io::CaseDir c;
   ensure(io::load_case(dir, options, &c));

@@ -95,6 +95,17 @@ void print_json(const json& j);
 std::string preset_list();
 // Parses a preset (full or short name), naming the argument on failure.
 turboquant::Preset parse_preset(const std::string& arg, const std::string& value);
+// Parses a layout name (soa, aos) or an FP8 flavour (e4m3, e4b15), naming the
+// argument and the value on failure.
+turboquant::LayoutKind parse_layout(const std::string& arg, const std::string& value);
+turboquant::Fp8Format parse_fp8_format(const std::string& arg, const std::string& value);
+// The FP8 flavour a command was given for `preset`: e4b15 only means something
+// for FP8 keys (turboquant_k8v4), so asking for it with another preset is an
+// error naming both; e4m3 (the default) is accepted and ignored there.
+turboquant::Fp8Format fp8_format_for(turboquant::Preset preset, const std::string& arg, const std::string& value);
+
+// j["layout"] and, for FP8 keys, j["fp8_format"]: the names meta.json uses.
+void add_format_names(json& j, const turboquant::Format& f);
 
 // ---- case directories ----------------------------------------------------------
 

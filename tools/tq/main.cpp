@@ -112,7 +112,8 @@ int report(const CLI::App& app, const std::string& message, int code) {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "tq: inspect, encode, decode and validate TurboQuant paged KV caches (vLLM SoA layout) against the golden "
+      "tq: inspect, encode, decode and validate TurboQuant paged KV caches (vLLM's SoA and AoS layouts; a case "
+      "directory names its layout in meta.json) against the golden "
       "model.\nExit codes: 0 ok, 1 validation failed, 2 bad input or usage, 3 backend not available."};
   app.name("tq");
   app.require_subcommand(1);

@@ -2,10 +2,16 @@
 // timed with CUDA events over CUDA-graph replays, each result also given as a
 // fraction of a device-to-device copy ceiling measured in the same run.
 //
-//   bench_gpu [--csv FILE] [--reps N] [--quick]
+//   bench_gpu [--csv FILE] [--reps N] [--quick] [--layout soa|aos|both]
+//             [--preset P] [--shape BxS[,BxS...]] [--mode fast|strict|encode]
 //
 // Decode shapes (B x seq): 1x4096, 1x32768, 8x8192, 32x8192, 64x4096,
 // 16x32768; D 128, Hq 32, Hk 8, block 16, 32 splits, bf16 query and output.
+// Every row is measured in both cache layouts by default (SoA, then AoS right
+// after it), and the summary gives the AoS / SoA time of each. CSV columns:
+// what,us,GBps,fraction_of_copy,layout (`what` does not name the layout, so
+// SoA rows keep the names of older binaries; compare_bench.py pairs rows by
+// (what, layout), a CSV without the column being SoA).
 // Bytes counted = cache bytes of the tokens read + query + output. Small
 // caches are replicated and the graph cycles through the copies, so that the
 // timed reads come from HBM, not L2.
@@ -177,6 +183,7 @@ struct Shape {
 
 struct Row {
   std::string what;
+  LayoutKind layout;
   double us;
   double gbs;
   double frac;
@@ -186,17 +193,29 @@ std::vector<Row> g_rows;
 std::string g_only_mode;
 std::FILE* g_csv = nullptr;
 
-void report(const std::string& what, double us, double bytes, double ceiling) {
+void report(const std::string& what, LayoutKind layout, double us, double bytes, double ceiling) {
   const double gbs = bytes / (us * 1e-6) / 1e9;
-  g_rows.push_back({what, us, gbs, gbs / ceiling});
-  std::printf("%-44s %10.1f us %8.0f GB/s %6.1f%% of copy\n", what.c_str(), us, gbs, 100.0 * gbs / ceiling);
+  g_rows.push_back({what, layout, us, gbs, gbs / ceiling});
+  std::printf("%-40s %s %10.1f us %8.0f GB/s %6.1f%% of copy\n", what.c_str(), core::layout_name(layout), us, gbs,
+              100.0 * gbs / ceiling);
   std::fflush(stdout);
-  if (g_csv) std::fprintf(g_csv, "%s,%.2f,%.1f,%.4f\n", what.c_str(), us, gbs, gbs / ceiling);
+  if (g_csv) {
+    std::fprintf(g_csv, "%s,%.2f,%.1f,%.4f,%s\n", what.c_str(), us, gbs, gbs / ceiling, core::layout_name(layout));
+  }
 }
 
-void bench_decode(Preset preset, Shape shape, double ceiling, int reps, cudaStream_t s) {
+// A failed call is reported in place of its row (e.g. a backend without an
+// instance for the layout), and the benchmark goes on.
+bool report_status(const std::string& what, LayoutKind layout, const Status& st) {
+  if (st.ok()) return true;
+  std::printf("%-40s %s not run: %s\n", what.c_str(), core::layout_name(layout), st.to_string().c_str());
+  std::fflush(stdout);
+  return false;
+}
+
+void bench_decode(Preset preset, LayoutKind layout, Shape shape, double ceiling, int reps, cudaStream_t s) {
   const int dims = 128, hk = 8, hq = 32, bs = 16, splits = 32;
-  const BlockLayout l{preset_format(preset, dims), bs, hk};
+  const BlockLayout l{preset_format(preset, dims, layout), bs, hk};
   const int blocks_per_seq = (shape.seq + bs - 1) / bs;
   const std::int64_t num_blocks = std::int64_t{shape.batch} * blocks_per_seq + 1;
   const std::size_t cache_bytes = static_cast<std::size_t>(num_blocks * l.block_bytes());
@@ -244,13 +263,26 @@ void bench_decode(Preset preset, Shape shape, double ceiling, int reps, cudaStre
   std::vector<float> results[2];
   for (cuda::CudaMode mode : {cuda::CudaMode::kFast, cuda::CudaMode::kStrict}) {
     if (!g_only_mode.empty() && g_only_mode != cuda::mode_name(mode)) continue;
+    char name[128];
+    std::snprintf(name, sizeof name, "decode %-5s %-8s %2dx%-6d", cuda::mode_name(mode), preset_name(preset) + 11,
+                  shape.batch, shape.seq);
+    const char* kernel = cuda::decode_kernel_name(ConstCacheView(l, cache, num_blocks), a, mode);
+    if (mode == cuda::CudaMode::kFast && std::strcmp(kernel, "cuda:fast") != 0) {
+      report_status(name, layout, Status(StatusCode::kUnsupported, std::string("fast mode runs ") + kernel));
+      continue;
+    }
     // One plan per cache copy (a plan holds its cache), made outside the
     // capture (module load, smem attributes, pointer checks happen here).
     std::vector<cuda::DecodePlan> plans(copies);
-    for (int c = 0; c < copies; ++c) {
-      CHECK_TQ(cuda::make_decode_plan(ConstCacheView(l, cache + cache_bytes * c, num_blocks), a, mode, {ws, ws_bytes},
-                                      &plans[c]));
-    }
+    const Status plan_status = [&] {
+      for (int c = 0; c < copies; ++c) {
+        const Status st = cuda::make_decode_plan(ConstCacheView(l, cache + cache_bytes * c, num_blocks), a, mode,
+                                                 {ws, ws_bytes}, &plans[c]);
+        if (!st.ok()) return st;
+      }
+      return Status();
+    }();
+    if (!report_status(name, layout, plan_status)) continue;
     CHECK_TQ(cuda::run(plans[0], a, {ws, ws_bytes}, s));
     CHECK_CUDA(cudaStreamSynchronize(s));
     const double eager_us = host_us_per_call(s, [&] {
@@ -261,10 +293,7 @@ void bench_decode(Preset preset, Shape shape, double ceiling, int reps, cudaStre
       for (int c = 0; c < copies; ++c) CHECK_TQ(cuda::run(plans[c], a, {ws, ws_bytes}, s));
     });
     const double us = time_graph(exec, s, reps) * 1e3 / copies;
-    char name[128];
-    std::snprintf(name, sizeof name, "decode %-5s %-8s %2dx%-6d", cuda::mode_name(mode), preset_name(preset) + 11,
-                  shape.batch, shape.seq);
-    report(name, us, bytes, ceiling);
+    report(name, layout, us, bytes, ceiling);
     std::printf("    host per call: decode() %.1f us, run(plan) %.1f us\n", eager_us, plan_us);
     // Output of the last replay (copy 'copies-1'), to compare the modes.
     std::vector<std::uint16_t> out(rows * dims);
@@ -290,9 +319,9 @@ void bench_decode(Preset preset, Shape shape, double ceiling, int reps, cudaStre
   CHECK_CUDA(cudaFree(ws));
 }
 
-void bench_encode(Preset preset, std::int64_t tokens, double ceiling, int reps, cudaStream_t s) {
+void bench_encode(Preset preset, LayoutKind layout, std::int64_t tokens, double ceiling, int reps, cudaStream_t s) {
   const int dims = 128, hk = 8, bs = 16;
-  const BlockLayout l{preset_format(preset, dims), bs, hk};
+  const BlockLayout l{preset_format(preset, dims, layout), bs, hk};
   const std::int64_t num_blocks = (tokens + bs - 1) / bs;
   const std::size_t kv = std::size_t(tokens) * hk * dims;
   std::uint8_t* cache;
@@ -315,15 +344,16 @@ void bench_encode(Preset preset, std::int64_t tokens, double ceiling, int reps, 
   a.num_tokens = tokens;
   a.slot_mapping = {slots, std::size_t(tokens) * 8};
   const CacheView view{l, cache, num_blocks};
-  CHECK_TQ(cuda::encode(view, a, s));
-  CHECK_CUDA(cudaStreamSynchronize(s));
-  cudaGraphExec_t exec = capture(s, [&] { CHECK_TQ(cuda::encode(view, a, s)); });
-  const double us = time_graph(exec, s, reps) * 1e3;
-  const double bytes = 2.0 * kv * 2 + double(tokens) * hk * l.format.slot_bytes();
   char name[128];
   std::snprintf(name, sizeof name, "encode %-8s %lldx%d bf16", preset_name(preset) + 11, (long long)tokens, hk);
-  report(name, us, bytes, ceiling);
-  CHECK_CUDA(cudaGraphExecDestroy(exec));
+  if (report_status(name, layout, cuda::encode(view, a, s))) {
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    cudaGraphExec_t exec = capture(s, [&] { CHECK_TQ(cuda::encode(view, a, s)); });
+    const double us = time_graph(exec, s, reps) * 1e3;
+    const double bytes = 2.0 * kv * 2 + double(tokens) * hk * l.format.slot_bytes();
+    report(name, layout, us, bytes, ceiling);
+    CHECK_CUDA(cudaGraphExecDestroy(exec));
+  }
   CHECK_CUDA(cudaFree(cache));
   CHECK_CUDA(cudaFree(k));
   CHECK_CUDA(cudaFree(v));
@@ -335,16 +365,24 @@ void bench_encode(Preset preset, std::int64_t tokens, double ceiling, int reps, 
 int main(int argc, char** argv) {
   int reps = 20;
   bool quick = false;
-  std::string only_preset, only_shape, only_mode;
+  std::string only_preset, only_shape, only_mode, layouts = "both";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) g_csv = std::fopen(argv[++i], "w");
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--preset") && i + 1 < argc) only_preset = argv[++i];  // e.g. 4bit_nc
-    else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = argv[++i];    // e.g. 16x32768
+    else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = argv[++i];    // e.g. 16x32768,1x4096
+    else if (!std::strcmp(argv[i], "--layout") && i + 1 < argc) layouts = argv[++i];     // soa | aos | both
     else if (!std::strcmp(argv[i], "--mode") && i + 1 < argc) only_mode = argv[++i];      // fast | strict | encode
   }
   g_only_mode = only_mode;
+  std::vector<LayoutKind> layout_list;
+  if (layouts == "soa" || layouts == "both") layout_list.push_back(LayoutKind::kSoA);
+  if (layouts == "aos" || layouts == "both") layout_list.push_back(LayoutKind::kAoS);
+  if (layout_list.empty()) {
+    std::fprintf(stderr, "bench_gpu: --layout %s: must be soa, aos or both\n", layouts.c_str());
+    return 1;
+  }
   if (const Status st = cuda::device_status(); !st.ok()) {
     std::fprintf(stderr, "bench_gpu: %s\n", st.to_string().c_str());
     return 3;
@@ -354,23 +392,32 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const double ceiling = copy_ceiling_gbs(s);
   std::printf("copy ceiling (D2D 2 GiB, read + write): %.0f GB/s\n", ceiling);
-  if (g_csv) std::fprintf(g_csv, "what,us,GBps,fraction_of_copy\ncopy_ceiling,0,%.1f,1\n", ceiling);
+  if (g_csv) std::fprintf(g_csv, "what,us,GBps,fraction_of_copy,layout\ncopy_ceiling,0,%.1f,1,\n", ceiling);
   std::vector<Shape> shapes = {{1, 4096}, {1, 32768}, {8, 8192}, {32, 8192}, {64, 4096}, {16, 32768}};
   if (quick) shapes = {{1, 4096}, {16, 32768}};
   auto preset_ok = [&](Preset p) { return only_preset.empty() || only_preset == preset_name(p) + 11; };
   for (Preset preset : {Preset::k4BitNc, Preset::kK8V4, Preset::kK3V4Nc, Preset::k3BitNc}) {
     if (!preset_ok(preset) || only_mode == "encode") continue;
     for (Shape sh : shapes) {
-      if (!only_shape.empty() && only_shape != std::to_string(sh.batch) + "x" + std::to_string(sh.seq)) continue;
-      bench_decode(preset, sh, ceiling, reps, s);
+      const std::string text = std::to_string(sh.batch) + "x" + std::to_string(sh.seq);
+      if (!only_shape.empty() && ("," + only_shape + ",").find("," + text + ",") == std::string::npos) continue;
+      for (LayoutKind layout : layout_list) bench_decode(preset, layout, sh, ceiling, reps, s);
     }
   }
   for (Preset preset : {Preset::k4BitNc, Preset::kK8V4, Preset::kK3V4Nc, Preset::k3BitNc}) {
     if (!preset_ok(preset) || !(only_mode.empty() || only_mode == "encode")) continue;
-    bench_encode(preset, 65536, ceiling, reps, s);
+    for (LayoutKind layout : layout_list) bench_encode(preset, layout, 65536, ceiling, reps, s);
   }
-  std::printf("\nsummary (us, fraction of copy ceiling %.0f GB/s)\n", ceiling);
-  for (const Row& r : g_rows) std::printf("  %-44s %9.1f %6.3f\n", r.what.c_str(), r.us, r.frac);
+  std::printf("\nsummary (us, fraction of copy ceiling %.0f GB/s; aos/soa: the AoS time over the SoA time)\n", ceiling);
+  for (const Row& r : g_rows) {
+    std::printf("  %-40s %s %9.1f %6.3f", r.what.c_str(), core::layout_name(r.layout), r.us, r.frac);
+    if (r.layout == LayoutKind::kAoS) {
+      for (const Row& soa : g_rows) {
+        if (soa.layout == LayoutKind::kSoA && soa.what == r.what) std::printf("   aos/soa %.3f", r.us / soa.us);
+      }
+    }
+    std::printf("\n");
+  }
   if (g_csv) std::fclose(g_csv);
   CHECK_CUDA(cudaStreamDestroy(s));
   return 0;

@@ -2,7 +2,8 @@
 """Compare bench_gpu CSVs measured in one device run: a baseline binary and the
 current one, each run one or more times (interleaved, so clock and thermal drift
 hit both alike). Prints, per benchmark row, the median time of each side and the
-ratio current / baseline, and exits 1 if any ratio exceeds --limit.
+ratio current / baseline, and exits 1 if any ratio exceeds --limit. Rows pair
+by (what, layout); a CSV without a layout column (older binaries) is SoA.
 
   compare_bench.py --baseline a1.csv a2.csv --current b1.csv b2.csv [--limit 1.02]
 """
@@ -20,7 +21,8 @@ def load(paths):
                 name = " ".join(r["what"].split())
                 if name == "copy_ceiling":
                     continue
-                rows.setdefault(name, []).append(float(r["us"]))
+                layout = r.get("layout") or "soa"
+                rows.setdefault(f"{name} {layout}", []).append(float(r["us"]))
     return rows
 
 
@@ -33,10 +35,10 @@ def main():
     base, cur = load(args.baseline), load(args.current)
     worst = 0.0
     over = []
-    print(f"{'benchmark':40s} {'baseline us':>12s} {'current us':>11s} {'ratio':>7s}")
+    print(f"{'benchmark':44s} {'baseline us':>12s} {'current us':>11s} {'ratio':>7s}")
     for name in base:
         if name not in cur:
-            print(f"{name:40s} missing in the current run")
+            print(f"{name:44s} missing in the current run")
             over.append(name)
             continue
         b, c = statistics.median(base[name]), statistics.median(cur[name])
@@ -45,7 +47,7 @@ def main():
         flag = "  <-- over" if ratio > args.limit else ""
         if flag:
             over.append(name)
-        print(f"{name:40s} {b:12.2f} {c:11.2f} {ratio:7.3f}{flag}")
+        print(f"{name:44s} {b:12.2f} {c:11.2f} {ratio:7.3f}{flag}")
     ratios = [statistics.median(cur[n]) / statistics.median(base[n]) for n in base if n in cur]
     if ratios:
         print(f"geometric mean ratio {statistics.geometric_mean(ratios):.4f}, worst {worst:.3f}, limit {args.limit}")

@@ -8,6 +8,12 @@
 #   compare   bench_gpu of $TQ_BASELINE_BENCH (a binary of an earlier commit, carried)
 #             and of this tree, interleaved TQ_COMPARE_ROUNDS times (default 3), then
 #             bench/gpu/compare_bench.py (exit 1 if a ratio exceeds 1.02)
+#   TQ_TEST_FILTER   gtest filter of the test step (default: all of test_gpu)
+#   TQ_BENCH_ARGS    extra bench_gpu arguments of the bench step (e.g. --mode fast
+#                    --shape 1x4096,32x8192,16x32768; both layouts by default)
+#   TQ_COMPARE_ARGS  extra arguments of both binaries in the compare step (older
+#                    binaries know --quick, --preset, --shape BxS and --mode; the
+#                    current one is run with --layout soa, the layout they measure)
 # Stops starting new steps when less than TQ_RESERVE_S seconds of the
 # TQ_BUDGET_S budget remain (the device command limit is 600 s).
 set -u
@@ -55,16 +61,16 @@ build() {
 compare() {
   local rounds=${TQ_COMPARE_ROUNDS:-3} i
   for ((i = 1; i <= rounds; ++i)); do
-    "$TQ_BASELINE_BENCH" --csv "$OUT/compare-baseline-$i.csv" > /dev/null || return 1
-    $B/bench/gpu/bench_gpu --csv "$OUT/compare-current-$i.csv" > /dev/null || return 1
+    "$TQ_BASELINE_BENCH" ${TQ_COMPARE_ARGS:-} --csv "$OUT/compare-baseline-$i.csv" > /dev/null || return 1
+    $B/bench/gpu/bench_gpu ${TQ_COMPARE_ARGS:-} --layout soa --csv "$OUT/compare-current-$i.csv" > /dev/null || return 1
   done
   python3 bench/gpu/compare_bench.py --baseline "$OUT"/compare-baseline-*.csv --current "$OUT"/compare-current-*.csv
 }
 export -f build compare
 export B OUT steps
 has build && { run_step build 300 bash -c build || { log "build failed"; exit 1; }; }
-has test && run_step test 200 $B/tests/test_gpu --gtest_color=no
-has bench && run_step bench 150 $B/bench/gpu/bench_gpu --csv "$OUT/bench.csv"
+has test && run_step test 200 $B/tests/test_gpu --gtest_color=no --gtest_filter="${TQ_TEST_FILTER:-*}"
+has bench && run_step bench 150 $B/bench/gpu/bench_gpu ${TQ_BENCH_ARGS:-} --csv "$OUT/bench.csv"
 has compare && run_step compare 200 bash -c compare
 has ctest && run_step ctest 300 bash -c "cd $B && ctest -j16 --output-on-failure"
 has sdpa && PYTHONUNBUFFERED=1 run_step sdpa 90 python3 bench/gpu/sdpa_baseline.py --csv "$OUT/sdpa.csv"

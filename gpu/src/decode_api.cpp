@@ -32,10 +32,13 @@ WorkspaceLayout workspace_layout(int batch, int num_q_heads, int num_splits, int
 bool uses_fast_kernel(const ConstCacheView& cache, CudaMode mode) {
   const Format& f = cache.layout.format;
   // The fast kernel's tiles stay inside one block (block_size % 16), its copies
-  // are 16-byte aligned, and its in-block offsets are 32-bit.
+  // are 16-byte aligned, and its in-block offsets are 32-bit. AoS: the slots of
+  // a head share their 4-byte phase (a token stride that is a multiple of 4,
+  // i.e. an even num_kv_heads or slots of a multiple of 4 bytes).
   return mode == CudaMode::kFast && fast_decode_supported(f.head_dim, f.key_bits, f.value_bits) &&
          cache.layout.block_size % 16 == 0 && reinterpret_cast<std::uintptr_t>(cache.data) % 16 == 0 &&
-         cache.layout.block_bytes() <= std::numeric_limits<std::int32_t>::max();
+         cache.layout.block_bytes() <= std::numeric_limits<std::int32_t>::max() &&
+         (!f.aos() || cache.layout.token_stride() % 4 == 0);
 }
 
 }  // namespace detail

@@ -152,7 +152,7 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
     // About one wave of blocks at full occupancy: fewer, longer splits for
     // large batches, more splits (up to the workspace's stride) for small.
     const int units = a.batch * l.num_kv_heads * p.chunks_per_kv_head;
-    const int resident = device_sm_count() * fast_decode_occupancy(dims, l.format.key_bits, l.format.value_bits);
+    const int resident = device_sm_count() * fast_decode_occupancy(l.format);
     if (resident > 0) p.plan_splits = std::clamp(resident / std::max(units, 1), 1, stride);
   }
   p.query_factor = core::mul_rn(a.softmax_scale, core::kLog2e);

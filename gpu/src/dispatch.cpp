@@ -48,10 +48,10 @@ Status launch_decode(const DecodeParams& p, bool fast, cudaStream_t stream) {
   });
 }
 
-int fast_decode_occupancy(int head_dim, int key_bits, int value_bits) {
+int fast_decode_occupancy(const core::Format& f) {
   int blocks = 0;
-  (void)dispatch_head_dim(HeadDims{}, head_dim, "decode", [&](auto d) {
-    blocks = fast_decode_occupancy_dim<decltype(d)::value>(key_bits, value_bits);
+  (void)dispatch_head_dim(HeadDims{}, f.head_dim, "decode", [&](auto d) {
+    blocks = fast_decode_occupancy_dim<decltype(d)::value>(f);
     return Status();
   });
   return blocks;

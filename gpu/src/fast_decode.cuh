@@ -16,24 +16,36 @@
 // Dequantization happens in registers, straight into mma fragments:
 //   keys   A operand of S^T, k = head_dim. Lane (g = lane/4, c = lane%4) owns
 //          the contiguous dims [c*D/4, (c+1)*D/4) of tokens g and g + 8, i.e.
-//          one contiguous byte chunk each; the query's B fragments use the same
-//          dim permutation. Lloyd-Max codes go through a pair table in shared
-//          memory (one byte / 6 bits -> two fp16 centroids, 32
-//          interleaved copies against bank conflicts); FP8 e4m3 converts
-//          exactly with cvt.f16x2.e4m3x2. Scores are then multiplied by the
-//          fp16 key norm of their token (the row).
+//          one contiguous byte chunk each (SoA; AoS: FastTraits::key_dim);
+//          the query's B fragments use the same dim permutation. Lloyd-Max
+//          codes go through a pair table in shared memory (one byte / 6 bits
+//          -> two fp16 centroids, 32 interleaved copies against bank
+//          conflicts); FP8 e4m3 converts exactly with cvt.f16x2.e4m3x2, e4b15
+//          with integer ops. Scores are then multiplied by the fp16 key norm
+//          of their token (the row).
 //   values A operand of O^T, k = tokens. v = code * scale + zero is split as
 //          code * (p * scale) + p * zero: the B operand is P^T * scale (the
 //          score fragment, scaled per token row, transposed in registers with
 //          movmatrix), the A operand the exact integer code (times a power of
 //          two, undone at the end), and p * zero a per-head fp32 term added
-//          once at the end. Lane g owns value chunk g (D/8 contiguous dims);
-//          rows g and g + 8 of m-tile j are its local dims 2j and 2j + 1.
+//          once at the end. Lane g owns value chunk g (D/8 contiguous dims;
+//          AoS: FastTraits::value_dim); rows g and g + 8 of m-tile j are its
+//          local dims 2j and 2j + 1.
 // The host picks the number of splits (fast_plan.hpp) for about one wave of
 // blocks; ncu and the per-step history are in docs/PERFORMANCE.md.
 //
-// Units: fast_traits.cuh (tile sizes, stage and shared-memory layout),
-// fast_loader.cuh (the cp.async pipeline), fast_fragments.cuh (dequantization
+// AoS caches (vLLM's token-major slots, 2-byte aligned): the loader stages
+// the 16-byte units covering each slot, the stage reader (fast_stage.cuh)
+// takes 4-byte words at the slot's phase, 4-bit / FP8 keys and 4-bit values
+// dealt out to lanes in interleaved words (the query and the output use the
+// same dim permutation), and the _nc presets' per-token norm correction needs
+// each key's squared centroid norm: two more mma per k-step (the Gram blocks
+// of the tile, whose diagonals are those norms), then core::decoded_key_norm
+// once per lane.
+//
+// Units: fast_traits.cuh (tile sizes, stage and shared-memory layout, the
+// dims of a lane), fast_loader.cuh (the cp.async pipeline), fast_stage.cuh
+// (reading a staged tile, per layout), fast_fragments.cuh (dequantization
 // into mma fragments), fast_mainloop.cuh (setup and the step of one tile),
 // fast_epilogue.cuh (the warps' states into the split's partial).
 #pragma once
@@ -45,10 +57,30 @@
 
 namespace turboquant::cuda::detail {
 
-template <int D, int KB, int VB>
-__global__ void __launch_bounds__(FastTraits<D, KB, VB>::kThreads, FastTraits<D, KB, VB>::kMinBlocks)
-    fast_decode_kernel(DecodeParams p) {
-  using T = FastTraits<D, KB, VB>;
+// The warp's main loop over its tiles, reading stages through `stage`.
+template <class T, class Stage>
+__device__ __forceinline__ void fast_tiles(FastWarpState<T>& state, FastTileLoader<T>& loader,
+                                           const FastTileInputs<T>& in, const Stage& stage, std::uint8_t* stages,
+                                           std::uint8_t* issue_stage, core::TokenRange range, int warp, int my_tiles,
+                                           int g, int c) {
+  std::uint8_t* const last_stage = stages + (T::kStages - 1) * T::kStageBytes;
+  const std::uint8_t* st = stages;
+  int tok0 = range.begin + warp * T::kTile;
+  for (int it = 0; it < my_tiles; ++it) {
+    cp_async_wait<T::kStages - 2>();
+    __syncwarp();
+    if (it + T::kStages - 1 < my_tiles) loader.issue(issue_stage);
+    cp_async_commit();
+    issue_stage = issue_stage == last_stage ? stages : issue_stage + T::kStageBytes;
+    fast_tile<T>(state, in, stage, st, min(T::kTile, range.end - tok0), g, c);
+    st = st == last_stage ? stages : st + T::kStageBytes;
+    tok0 += T::kWarps * T::kTile;
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) fast_decode_kernel(DecodeParams p) {
+  constexpr int D = T::kDim;
   extern __shared__ __align__(16) std::uint8_t smem[];
   std::uint8_t* work = smem;
   std::uint8_t* lut = smem + T::kLutOffset;
@@ -77,8 +109,7 @@ __global__ void __launch_bounds__(FastTraits<D, KB, VB>::kThreads, FastTraits<D,
   const int num_tiles = (range.size() + T::kTile - 1) / T::kTile;
   const int my_tiles = num_tiles > warp ? (num_tiles - warp + T::kWarps - 1) / T::kWarps : 0;
   std::uint8_t* const stages = work + warp * T::kStages * T::kStageBytes;
-  std::uint8_t* const last_stage = stages + (T::kStages - 1) * T::kStageBytes;
-  FastTileLoader<D, KB, VB> loader(p, block_row, range, kv_head, warp, lane, my_tiles);
+  FastTileLoader<T> loader(p, block_row, range, kv_head, warp, lane, my_tiles);
 
   // The pipeline's first stages go out before the preparation below.
   std::uint8_t* issue_stage = stages;
@@ -89,30 +120,33 @@ __global__ void __launch_bounds__(FastTraits<D, KB, VB>::kThreads, FastTraits<D,
     issue_stage += T::kStageBytes;
   }
 
-  if constexpr (!T::kFp8) build_pair_table<D, KB, VB>(p, lut, centroid_half, tid);
+  if constexpr (!T::kFp8) build_pair_table<T>(p, lut, centroid_half, tid);
   // Queries: prepared in fp32 exactly as the golden model (prepare_queries ends
   // with a barrier, which also publishes the pair table).
   std::uint32_t qb[T::kKSteps][2];
   prepare_queries<D>(p, first_row, heads, prep, prep + T::kHeads * D);
-  query_fragments<D, KB, VB>(prep, heads, g, c, qb);
-  const FastTileInputs<D, KB, VB> in{lut, static_cast<std::uint32_t>((lane % T::kLutCopies) * 4), qb};
+  query_fragments<T>(prep, heads, g, c, qb);
+  const FastTileInputs<T> in{lut, static_cast<std::uint32_t>((lane % T::kLutCopies) * 4), qb};
 
-  FastWarpState<D, KB, VB> state;
+  FastWarpState<T> state;
   state.init();
-  const std::uint8_t* st = stages;
-  int tok0 = range.begin + warp * T::kTile;
-  for (int it = 0; it < my_tiles; ++it) {
-    cp_async_wait<T::kStages - 2>();
-    __syncwarp();
-    if (it + T::kStages - 1 < my_tiles) loader.issue(issue_stage);
-    cp_async_commit();
-    issue_stage = issue_stage == last_stage ? stages : issue_stage + T::kStageBytes;
-    fast_tile<D, KB, VB>(state, in, st, min(T::kTile, range.end - tok0), g, c);
-    st = st == last_stage ? stages : st + T::kStageBytes;
-    tok0 += T::kWarps * T::kTile;
+  if constexpr (T::kAos) {
+    // Every slot of the head has the phase of its first (the host sends token
+    // strides that are not a multiple of 4 to the strict kernel).
+    const core::BlockLayout l = T::layout(p.layout);
+    const bool correct = p.layout.format.norm_corrected_at_decode();
+    if (aos_slot_offset(l, kv_head, 0) & 2) {
+      fast_tiles<T>(state, loader, in, AosStage<T, 2>(l, kv_head, g, c, correct), stages, issue_stage, range, warp,
+                    my_tiles, g, c);
+    } else {
+      fast_tiles<T>(state, loader, in, AosStage<T, 0>(l, kv_head, g, c, correct), stages, issue_stage, range, warp,
+                    my_tiles, g, c);
+    }
+  } else {
+    fast_tiles<T>(state, loader, in, SoaStage<T>{g, c}, stages, issue_stage, range, warp, my_tiles, g, c);
   }
   cp_async_wait<0>();
-  fast_write_partial<D, KB, VB>(p, state, FastPartialTarget{first_row, split, heads}, work, warp_max, warp_sum, tid);
+  fast_write_partial<T>(p, state, FastPartialTarget{first_row, split, heads}, work, warp_max, warp_sum, tid);
 }
 
 }  // namespace turboquant::cuda::detail

@@ -19,12 +19,13 @@ struct FastPartialTarget {
 // Every thread of the block calls it once its warp's loop is done and its
 // copies have landed. `work` is the pipeline region (reused for the warps'
 // fragments); warp_max and warp_sum are [kWarps][kHeads] of shared memory.
-template <int D, int KB, int VB>
-__device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWarpState<D, KB, VB>& w,
+template <class T>
+__device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWarpState<T>& w,
                                                    const FastPartialTarget& out, std::uint8_t* work,
-                                                   float (*warp_max)[FastTraits<D, KB, VB>::kHeads],
-                                                   float (*warp_sum)[FastTraits<D, KB, VB>::kHeads], int tid) {
-  using T = FastTraits<D, KB, VB>;
+                                                   float (*warp_max)[T::kHeads], float (*warp_sum)[T::kHeads],
+                                                   int tid) {
+  constexpr int D = T::kDim;
+  constexpr int VB = T::kValueBits;
   const int lane = tid & 31;
   const int warp = tid >> 5;
   const int g = lane >> 2;
@@ -78,9 +79,10 @@ __device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWa
       v.z += x.z;
       v.w += x.w;
     }
-    // Fragment (m-tile j, lane ln): heads 2(ln%4), 2(ln%4)+1; dims (ln/4)*D/8 + 2j, + 1.
+    // Fragment (m-tile j, lane ln): heads 2(ln%4), 2(ln%4)+1; local value dims
+    // 2j, 2j + 1 of lane group ln/4, adjacent dims of the output.
     const int h = 2 * (ln & 3);
-    const int d0 = (ln >> 2) * (D / 8) + 2 * j;
+    const int d0 = T::value_dim(ln >> 2, 2 * j);
     if (h < out.heads) {
       float* dst = p.partial_acc + pl.acc_offset(out.first_row + h, out.split) + d0;
       dst[0] = v.x;

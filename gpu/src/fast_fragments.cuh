@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "mma_utils.cuh"
+#include "turboquant/core/format.hpp"
 
 namespace turboquant::cuda::detail {
 
@@ -12,10 +13,14 @@ namespace turboquant::cuda::detail {
 // lane's key chunk, one token (a row of the A operand of S^T).
 // Lloyd-Max codes: two pair-table lookups; the byte offset of an entry is its
 // index << kShift (copies of 4 bytes), so one shift and one and-or form the address.
-template <int KB, int kShift, int W>
+// FP8 codes: four per word, widened exactly (e4m3 by cvt, e4b15 by integer ops).
+template <int KB, int kShift, core::Fp8Format F8, int W>
 __device__ __forceinline__ void key_fragment(const std::uint32_t (&kw)[W], int ks, const std::uint8_t* lut_lane,
                                              std::uint32_t lane_off, std::uint32_t& r0, std::uint32_t& r1) {
-  if constexpr (KB == 8) {
+  if constexpr (KB == 8 && F8 == core::Fp8Format::kE4b15) {
+    r0 = e4b15x2_to_half2(kw[ks], kLowBytes);
+    r1 = e4b15x2_to_half2(kw[ks], kHighBytes);
+  } else if constexpr (KB == 8) {
     r0 = e4m3x2_to_half2(kw[ks] & 0xffffu);
     r1 = e4m3x2_to_half2(kw[ks] >> 16);
   } else {

@@ -1,5 +1,6 @@
 // Launch of the fast-decode instances of one head_dim (included by the
-// generated fast_kernels_d<D>.cu), dispatched over FastBits.
+// generated fast_kernels_d<D>.cu), dispatched over the layout, FastBits and,
+// for FP8 keys, the FP8 flavour.
 #pragma once
 
 #include "cuda_check.hpp"
@@ -9,45 +10,62 @@
 
 namespace turboquant::cuda::detail {
 
-template <int D, int KB, int VB>
+template <class T>
 cudaError_t launch_fast(const DecodeParams& p, cudaStream_t stream) {
-  using T = FastTraits<D, KB, VB>;
   static PerDeviceInt attr_cache;
-  const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<D, KB, VB>, T::kSmemBytes);
+  const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T>, T::kSmemBytes);
   if (attr != cudaSuccess) return attr;
   const dim3 grid(p.plan_splits, p.layout.num_kv_heads * p.chunks_per_kv_head, p.batch);
-  fast_decode_kernel<D, KB, VB><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p);
+  fast_decode_kernel<T><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }
 
 // Resident blocks per SM of one instance on the current device (cached per device; 0 on error).
-template <int D, int KB, int VB>
+template <class T>
 int fast_occupancy() {
   static PerDeviceInt attr_cache, blocks_cache;
   return blocks_cache.get([] {
-    using T = FastTraits<D, KB, VB>;
-    if (set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<D, KB, VB>, T::kSmemBytes) != cudaSuccess) return 0;
+    if (set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T>, T::kSmemBytes) != cudaSuccess) return 0;
     int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fast_decode_kernel<D, KB, VB>, T::kThreads,
-                                                      T::kSmemBytes) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fast_decode_kernel<T>, T::kThreads, T::kSmemBytes) !=
+        cudaSuccess) {
       return 0;
     }
     return n;
   });
 }
 
-template <int D>
-Status launch_fast_decode_dim(const DecodeParams& p, cudaStream_t stream) {
-  return launch_for_bits(FastBits{}, p, "fast decode launch", [&](auto b) {
-    return launch_fast<D, decltype(b)::kKey, decltype(b)::kValue>(p, stream);
+// f(FastTraits<...>{}) for the format's instance (kUnsupported for bits
+// without one).
+template <int D, class F>
+Status dispatch_fast(const core::Format& f, const char* what, F&& fn) {
+  return dispatch_layout(f.layout, [&](auto layout) {
+    constexpr core::LayoutKind L = decltype(layout)::value;
+    return dispatch_bits(FastBits{}, f.key_bits, f.value_bits, what, [&](auto b) {
+      constexpr int KB = decltype(b)::kKey;
+      constexpr int VB = decltype(b)::kValue;
+      if constexpr (KB == core::kFp8KeyBits) {
+        if (f.fp8_format == core::Fp8Format::kE4b15) return fn(FastTraits<D, KB, VB, L, core::Fp8Format::kE4b15>{});
+      }
+      return fn(FastTraits<D, KB, VB, L>{});
+    });
   });
 }
 
 template <int D>
-int fast_decode_occupancy_dim(int key_bits, int value_bits) {
+Status launch_fast_decode_dim(const DecodeParams& p, cudaStream_t stream) {
+  constexpr const char* kWhat = "fast decode launch";
+  return dispatch_fast<D>(p.layout.format, kWhat, [&](auto traits) {
+    const cudaError_t err = launch_fast<decltype(traits)>(p, stream);
+    return err == cudaSuccess ? Status() : device_error(err, kWhat);
+  });
+}
+
+template <int D>
+int fast_decode_occupancy_dim(const core::Format& f) {
   int blocks = 0;
-  (void)dispatch_bits(FastBits{}, key_bits, value_bits, "fast decode", [&](auto b) {
-    blocks = fast_occupancy<D, decltype(b)::kKey, decltype(b)::kValue>();
+  (void)dispatch_fast<D>(f, "fast decode", [&](auto traits) {
+    blocks = fast_occupancy<decltype(traits)>();
     return Status();
   });
   return blocks;

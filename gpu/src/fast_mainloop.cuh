@@ -1,11 +1,13 @@
 // The fast decode's per-warp work: the block's setup (pair table, query B
 // fragments) and the main loop's step for one staged tile: scores S^T = K Q^T,
-// the online softmax (base 2) per query head, and O^T += V^T P^T.
+// the online softmax (base 2) per query head, and O^T += V^T P^T. T is a
+// FastTraits; the stage reader (fast_stage.cuh) knows the cache layout.
 #pragma once
 
 #include <cstdint>
 
 #include "fast_fragments.cuh"
+#include "fast_stage.cuh"
 #include "fast_traits.cuh"
 #include "query_prep.cuh"
 #include "turboquant/core/softmax.hpp"
@@ -15,10 +17,10 @@ namespace turboquant::cuda::detail {
 // Pair table: entry e -> (c[e & mask], c[e >> KB]) as fp16x2, in interleaved
 // copies. `centroid_half` is 16 words of shared memory. The caller's next
 // block barrier publishes the table.
-template <int D, int KB, int VB>
+template <class T>
 __device__ __forceinline__ void build_pair_table(const DecodeParams& p, std::uint8_t* lut,
                                                  std::uint32_t* centroid_half, int tid) {
-  using T = FastTraits<D, KB, VB>;
+  constexpr int KB = T::kKeyBits;
   if (tid < (1 << KB)) {
     float cv = 0.0f;
 #pragma unroll
@@ -35,19 +37,19 @@ __device__ __forceinline__ void build_pair_table(const DecodeParams& p, std::uin
 }
 
 // This lane's B fragments of Q^T from the prepared query q[kHeads][D]: head g,
-// dims c*D/4 + 4ks + {0, 1} and {2, 3}; heads past `heads` are zero columns.
-template <int D, int KB, int VB>
+// the lane's key dims (T::key_dim) 4ks + {0, 1} and {2, 3}; heads past
+// `heads` are zero columns.
+template <class T>
 __device__ __forceinline__ void query_fragments(const float* prep, int heads, int g, int c,
-                                                std::uint32_t (&qb)[FastTraits<D, KB, VB>::kKSteps][2]) {
-  using T = FastTraits<D, KB, VB>;
-  const float* q = prep + g * D + c * (D / 4);
+                                                std::uint32_t (&qb)[T::kKSteps][2]) {
+  const float* q = prep + g * T::kDim;
 #pragma unroll
   for (int ks = 0; ks < T::kKSteps; ++ks) qb[ks][0] = qb[ks][1] = 0u;
   if (g < heads) {
 #pragma unroll
     for (int ks = 0; ks < T::kKSteps; ++ks) {
-      qb[ks][0] = pack_half2(q[4 * ks], q[4 * ks + 1]);
-      qb[ks][1] = pack_half2(q[4 * ks + 2], q[4 * ks + 3]);
+      qb[ks][0] = pack_half2(q[T::key_dim(c, 4 * ks)], q[T::key_dim(c, 4 * ks + 1)]);
+      qb[ks][1] = pack_half2(q[T::key_dim(c, 4 * ks + 2)], q[T::key_dim(c, 4 * ks + 3)]);
     }
   }
 }
@@ -56,16 +58,16 @@ __device__ __forceinline__ void query_fragments(const float* prep, int heads, in
 // (dim row g, heads 2c, 2c+1), (dim row g + 8, heads 2c, 2c+1) and, for heads
 // 2c and 2c + 1, the running max and this lane's shares of the sum and of
 // sum p * zero.
-template <int D, int KB, int VB>
+template <class T>
 struct FastWarpState {
-  float o[FastTraits<D, KB, VB>::kMTiles][4];
+  float o[T::kMTiles][4];
   float m0, m1;
   float l0, l1;
   float z0, z1;
 
   __device__ __forceinline__ void init() {
 #pragma unroll
-    for (int j = 0; j < FastTraits<D, KB, VB>::kMTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    for (int j = 0; j < T::kMTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     m0 = m1 = -core::kInf;
     l0 = l1 = 0.0f;
     z0 = z1 = 0.0f;
@@ -74,47 +76,47 @@ struct FastWarpState {
 
 // What the tile step needs besides the staged tile: the pair table, this
 // lane's copy offset in it, and the query's B fragments.
-template <int D, int KB, int VB>
+template <class T>
 struct FastTileInputs {
   const std::uint8_t* lut;
   std::uint32_t lut_lane_off;
-  const std::uint32_t (&qb)[FastTraits<D, KB, VB>::kKSteps][2];
+  const std::uint32_t (&qb)[T::kKSteps][2];
 };
 
-// Folds the staged tile `st` (its first `valid` tokens count) into `w`.
-template <int D, int KB, int VB>
-__device__ __forceinline__ void fast_tile(FastWarpState<D, KB, VB>& w, const FastTileInputs<D, KB, VB>& in,
+// Folds the staged tile `st` (its first `valid` tokens count), read through
+// `stage`, into `w`.
+template <class T, class Stage>
+__device__ __forceinline__ void fast_tile(FastWarpState<T>& w, const FastTileInputs<T>& in, const Stage& stage,
                                           const std::uint8_t* st, int valid, int g, int c) {
-  using T = FastTraits<D, KB, VB>;
-  const __half* meta = reinterpret_cast<const __half*>(st + T::kTile * T::kRowBytes);
-
   // S^T = K Q^T: rows tokens g, g + 8; columns heads 2c, 2c + 1.
   std::uint32_t kw[2][T::kKeyWords];
-  load_chunk<T::kKeyChunk, T::kKeyAlign>(st + g * T::kRowBytes + c * T::kKeyChunk, kw[0]);
-  load_chunk<T::kKeyChunk, T::kKeyAlign>(st + (g + 8) * T::kRowBytes + c * T::kKeyChunk, kw[1]);
+  stage.load_keys(st, kw);
   // Two accumulator chains (even and odd k-steps) halve the dependent mma latency.
   float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   float s_odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  // T::kNormFromGram: the Gram blocks K K[0:8]^T and K K[8:16]^T of the tile's
+  // centroids (the A fragment's own registers are the B fragments of its
+  // rows), whose diagonals are the tokens' squared centroid norms.
+  float glo[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float ghi[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
   for (int ks = 0; ks < T::kKSteps; ++ks) {
     uint4 a;
-    key_fragment<KB, T::kLutShift>(kw[0], ks, in.lut, in.lut_lane_off, a.x, a.z);
-    key_fragment<KB, T::kLutShift>(kw[1], ks, in.lut, in.lut_lane_off, a.y, a.w);
+    key_fragment<T::kKeyBits, T::kLutShift, T::kFp8Format>(kw[0], ks, in.lut, in.lut_lane_off, a.x, a.z);
+    key_fragment<T::kKeyBits, T::kLutShift, T::kFp8Format>(kw[1], ks, in.lut, in.lut_lane_off, a.y, a.w);
     mma_16816(ks % 2 ? s_odd : s, a, in.qb[ks][0], in.qb[ks][1]);
+    if constexpr (T::kNormFromGram) {
+      mma_16816(glo, a, a.x, a.z);
+      mma_16816(ghi, a, a.y, a.w);
+    }
   }
 #pragma unroll
   for (int i = 0; i < 4; ++i) s[i] += s_odd[i];
-  // The tile's metadata in the stage: field i's value of token t at meta[i * kTile + t].
-  constexpr int kNorm = T::kFp8 ? 0 : T::field(core::MetaField::kKeyNorm) * T::kTile;
-  constexpr int kScale = T::field(core::MetaField::kValueScale) * T::kTile;
-  constexpr int kZero = T::field(core::MetaField::kValueZero) * T::kTile;
-  float scale0 = __half2float(meta[kScale + g]);
-  float scale1 = __half2float(meta[kScale + g + 8]);
-  float zero0 = __half2float(meta[kZero + g]);
-  float zero1 = __half2float(meta[kZero + g + 8]);
+  float scale0, scale1, zero0, zero1;
+  stage.value_meta(st, scale0, scale1, zero0, zero1);
   if constexpr (!T::kFp8) {
-    const float n0 = __half2float(meta[kNorm + g]);
-    const float n1 = __half2float(meta[kNorm + g + 8]);
+    float n0, n1;
+    stage.key_norms(st, glo, ghi, n0, n1);
     s[0] *= n0;
     s[1] *= n0;
     s[2] *= n1;
@@ -167,15 +169,11 @@ __device__ __forceinline__ void fast_tile(FastWarpState<D, KB, VB>& w, const Fas
   const std::uint32_t pb0 = transpose_8x8(pack_half2(s[0] * scale0, s[1] * scale0));
   const std::uint32_t pb1 = transpose_8x8(pack_half2(s[2] * scale1, s[3] * scale1));
   std::uint32_t vw[4][T::kValueWords];
-  const std::uint8_t* vbase = st + T::kKeyBytes + g * T::kValueChunk;
-  load_chunk<T::kValueChunk, T::kValueAlign>(vbase + (2 * c) * T::kRowBytes, vw[0]);
-  load_chunk<T::kValueChunk, T::kValueAlign>(vbase + (2 * c + 1) * T::kRowBytes, vw[1]);
-  load_chunk<T::kValueChunk, T::kValueAlign>(vbase + (2 * c + 8) * T::kRowBytes, vw[2]);
-  load_chunk<T::kValueChunk, T::kValueAlign>(vbase + (2 * c + 9) * T::kRowBytes, vw[3]);
+  stage.load_values(st, vw);
 #pragma unroll
   for (int j = 0; j < T::kMTiles; ++j) {
-    const uint4 a = make_uint4(value_fragment<VB>(vw[0], vw[1], 2 * j), value_fragment<VB>(vw[0], vw[1], 2 * j + 1),
-                               value_fragment<VB>(vw[2], vw[3], 2 * j), value_fragment<VB>(vw[2], vw[3], 2 * j + 1));
+    const uint4 a = make_uint4(value_fragment<T::kValueBits>(vw[0], vw[1], 2 * j), value_fragment<T::kValueBits>(vw[0], vw[1], 2 * j + 1),
+                               value_fragment<T::kValueBits>(vw[2], vw[3], 2 * j), value_fragment<T::kValueBits>(vw[2], vw[3], 2 * j + 1));
     mma_16816(w.o[j], a, pb0, pb1);
   }
 }

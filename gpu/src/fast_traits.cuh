@@ -1,7 +1,9 @@
 // The fast decode's compile-time plan: warps, tiles, pipeline stages and the
-// shared-memory regions of one block (fast_decode.cuh describes the kernel).
-// Record sizes come from core::Format; everything else here is the kernel's
-// own staging layout (rows padded against bank conflicts, the pair table).
+// shared-memory regions of one block (fast_decode.cuh describes the kernel),
+// for both cache layouts (core::LayoutKind). Record sizes and in-slot offsets
+// come from core::Format; everything else here is the kernel's own staging
+// layout (rows padded against bank conflicts, the pair table) and the
+// permutation of dims over lanes.
 #pragma once
 
 #include "params.hpp"
@@ -19,9 +21,24 @@ constexpr int padded_row_bytes(int bytes) {
   while (r % 64 != 16 && r % 64 != 48) r += 16;
   return r;
 }
+// AoS rows are read with 4-byte loads of interleaved words (lane c: words c,
+// c + 4, ...): a row stride of an odd number of 16-byte units puts the words
+// of the 32 lanes (8 rows x 4 words, or 4 rows x 8 words) on 32 banks.
+constexpr int padded_aos_row_bytes(int bytes) {
+  int r = (bytes + 15) / 16 * 16;
+  while (r % 32 != 16) r += 16;
+  return r;
+}
 
-template <int D, int KB, int VB>
+template <int D, int KB, int VB, core::LayoutKind L = core::LayoutKind::kSoA,
+          core::Fp8Format F8 = core::Fp8Format::kE4m3>
 struct FastTraits {
+  static constexpr int kDim = D;
+  static constexpr int kKeyBits = KB;
+  static constexpr int kValueBits = VB;
+  static constexpr core::LayoutKind kLayout = L;
+  static constexpr core::Fp8Format kFp8Format = F8;
+  static constexpr bool kAos = L == core::LayoutKind::kAoS;
   // The 4-bit pair table (32 KB with 32 copies) is shared by eight warps; the
   // 3-bit table (8 KB) and FP8 keys do better with blocks of four.
   static constexpr int kWarps = KB == 4 ? 8 : 4;
@@ -31,24 +48,33 @@ struct FastTraits {
   static constexpr int kHeads = kFastHeadsPerBlock;  // mma N: query heads
   static constexpr int kTile = 16;                   // tokens per tile: mma M for S^T, mma K for O^T
   static constexpr bool kFp8 = KB == core::kFp8KeyBits;
-  // The format's sizes (norm correction changes none of them).
-  static constexpr core::Format kFormat = core::make_format(D, KB, VB);
+  // The format's sizes (norm correction and the FP8 flavour change none of them).
+  static constexpr core::Format kFormat = core::make_format(D, KB, VB, false, L);
   static constexpr int kKeyBytes = kFormat.key_data_bytes();
   static constexpr int kValueBytes = kFormat.value_data_bytes();
-  static constexpr int kRecordBytes = kFormat.data_bytes();
+  static constexpr int kRecordBytes = kFormat.record_bytes();  // SoA: key + value codes; AoS: the slot
+  static constexpr int kValueOffset = kFormat.value_record_offset();  // value codes inside a record
   static constexpr int kMetaFields = kFormat.meta_fields();
   // The stored position of a metadata field (FP8 formats store no key norm).
   __host__ __device__ static constexpr int field(core::MetaField f) { return kFormat.field_index(f); }
+  // AoS: where a metadata field sits inside the slot.
+  __host__ __device__ static constexpr int aos_field_offset(core::MetaField f) {
+    return kFormat.aos_meta_offset(kFormat.field_index(f));
+  }
   // The cache's layout with the format's sizes known at compile time (the
   // host dispatched on the format, so they equal l.format's).
   __device__ static constexpr core::BlockLayout layout(const core::BlockLayout& l) {
     return core::BlockLayout{kFormat, l.block_size, l.num_kv_heads};
   }
-  // Stage layout: kTile record rows of kRowBytes, then the tile's metadata,
-  // field i (stored order) as kTile fp16 values at kTile * kRowBytes + 32 i.
-  static constexpr int kRowBytes = padded_row_bytes(kRecordBytes);
-  static constexpr int kMetaStageBytes = kTile * 2;  // one field of a tile
-  static constexpr int kStageBytes = kTile * kRowBytes + kMetaFields * kMetaStageBytes;
+
+  // Stage layout. SoA: kTile record rows of kRowBytes, then the tile's
+  // metadata, field i (stored order) as kTile fp16 values at kTile * kRowBytes
+  // + 32 i. AoS: kTile rows of kRowBytes, row r holding the 16-byte units
+  // that cover slot r (the slot starts at the slot address mod 16 in its row).
+  static constexpr int kAosSpanUnits = (kRecordBytes + 14 + 15) / 16;  // a 2-byte aligned slot covers at most this many
+  static constexpr int kRowBytes = kAos ? padded_aos_row_bytes(16 * kAosSpanUnits) : padded_row_bytes(kRecordBytes);
+  static constexpr int kMetaStageBytes = kTile * 2;  // SoA: one field of a tile
+  static constexpr int kStageBytes = kTile * kRowBytes + (kAos ? 0 : kMetaFields * kMetaStageBytes);
   static constexpr int kCopyUnit = gcd_int(kRecordBytes, 16);
   static constexpr int kKeyChunk = kKeyBytes / 4;    // bytes per lane (D/4 dims)
   static constexpr int kValueChunk = kValueBytes / 8;  // bytes per lane (D/8 dims)
@@ -56,12 +82,35 @@ struct FastTraits {
   static constexpr int kValueWords = (kValueChunk + 3) / 4;
   static constexpr int kKeyAlign = gcd_int(kKeyChunk, 16);
   static constexpr int kValueAlign = gcd_int(gcd_int(kKeyBytes, kValueChunk), 16);
+
+  // Which dims a lane holds. SoA: key lane c the contiguous dims [c D/4,
+  // (c+1) D/4), value lane g [g D/8, (g+1) D/8) (one wide load each). AoS
+  // (4-byte loads at 2-byte aligned slots): 4-bit and FP8 keys and 4-bit
+  // values are dealt out in words (key lane c: words c, c + 4, ...; value lane
+  // g: words g, g + 8, ...), which spreads a load's lanes over the banks; 3-bit
+  // codes keep contiguous chunks (their groups of 8 codes span 3 bytes).
+  static constexpr bool kKeyWordsInterleaved = kAos && KB != 3;
+  static constexpr bool kValueWordsInterleaved = kAos && VB == 4;
+  static constexpr int kKeyUnitDims = kKeyWordsInterleaved ? 32 / KB : D / 4;  // dims of a key unit (word or chunk)
+  static constexpr int kValueUnitDims = kValueWordsInterleaved ? 32 / VB : D / 8;
+  // Dim of local key dim j of lane c (the query's B fragments use the same map).
+  __host__ __device__ static constexpr int key_dim(int c, int j) {
+    return kKeyUnitDims * (c + 4 * (j / kKeyUnitDims)) + j % kKeyUnitDims;
+  }
+  // Dim of local value dim j of lane group g (the output rows of O^T).
+  __host__ __device__ static constexpr int value_dim(int g, int j) {
+    return kValueUnitDims * (g + 8 * (j / kValueUnitDims)) + j % kValueUnitDims;
+  }
+
   static constexpr int kLutEntries = kFp8 ? 0 : 1 << (2 * KB);
   // Copies of the pair table, interleaved (entry e, copy k at word e * copies + k):
   // lane l reads copy l, so every lookup is one wavefront. (16 copies of the
   // 4-bit table left lanes l and l + 16 on one bank: 48% excess wavefronts.)
   static constexpr int kLutCopies = 32;
   static constexpr int kLutShift = log2_int(4 * kLutCopies);  // byte offset of entry e = e << kLutShift
+  // AoS Lloyd-Max keys: the tile step also forms the Gram blocks of the keys'
+  // centroids (the per-token norm correction, fast_stage.cuh).
+  static constexpr bool kNormFromGram = kAos && !kFp8;
   static constexpr int kKSteps = D / 16;  // of S^T
   static constexpr int kMTiles = D / 16;  // of O^T
   // Shared memory: [work: pipeline stages | final combine] [pair table] [query].
@@ -75,8 +124,10 @@ struct FastTraits {
   static constexpr int kLutOffset = kWorkBytes;
   static constexpr int kPrepOffset = kWorkBytes + kLutBytes;
   static constexpr int kSmemBytes = kWorkBytes + kLutBytes + kPrepBytes;
-  static_assert(kRecordBytes % 4 == 0, "records must allow 4-byte copies");
+  static_assert(kAos || kRecordBytes % 4 == 0, "SoA records must allow 4-byte copies");
   static_assert(D % 64 == 0, "D/4 dims per lane must hold whole 3-bit groups and whole words");
+  static_assert(!kKeyWordsInterleaved || kKeyChunk % 4 == 0, "interleaved key words");
+  static_assert(!kValueWordsInterleaved || kValueChunk % 4 == 0, "interleaved value words");
 };
 
 // The power of two the value codes of local dim j carry in their A fragment

@@ -23,13 +23,13 @@ Status launch_strict_decode_dim(const DecodeParams& p, cudaStream_t stream) {
   return dispatch_layout(p.layout.format.layout,
                          [&](auto l) { return launch_strict_decode_layout<D, decltype(l)::value>(p, stream); });
 }
-// Fast decode for one head_dim and the FastBits pairs.
+// Fast decode for one head_dim, both layouts and the FastBits pairs.
 template <int D>
 Status launch_fast_decode_dim(const DecodeParams& p, cudaStream_t stream);
-// Resident fast-decode blocks per SM of one instance on the current device
-// (0 if unknown or not instantiated).
+// Resident fast-decode blocks per SM of the format's instance on the current
+// device (0 if unknown or not instantiated).
 template <int D>
-int fast_decode_occupancy_dim(int key_bits, int value_bits);
+int fast_decode_occupancy_dim(const core::Format& f);
 
 // dispatch_bits over p's bits for a launcher returning the launch's
 // cudaError_t (kDeviceError "<what>: ..." when it fails).
@@ -52,7 +52,7 @@ inline bool fast_decode_supported(int head_dim, int key_bits, int value_bits) {
   return contains(HeadDims{}, head_dim) && contains(FastBits{}, key_bits, value_bits);
 }
 // Resident fast-decode blocks per SM for this format on the current device (0 if unknown).
-int fast_decode_occupancy(int head_dim, int key_bits, int value_bits);
+int fast_decode_occupancy(const core::Format& f);
 // Multiprocessors of the current device (cached per device; 0 on error).
 int device_sm_count();
 

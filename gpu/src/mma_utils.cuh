@@ -73,6 +73,17 @@ __device__ __forceinline__ std::uint32_t e4m3x2_to_half2(std::uint32_t two_bytes
   return r;
 }
 
+// Two e4b15 bytes of `word` (bytes 0, 1: kLowBytes; bytes 2, 3: kHighBytes;
+// the lower byte -> the low half) -> fp16x2; exact, the bits of
+// core::fp8_e4b15_to_fp16_bits per byte: sign << 8 | magnitude << 7, i.e.
+// (b + (b & 0x80)) << 7, with each byte spread to its own half first.
+inline constexpr std::uint32_t kLowBytes = 0x4140u;   // byte_perm selector: [b0, 0, b1, 0]
+inline constexpr std::uint32_t kHighBytes = 0x4342u;  // [b2, 0, b3, 0]
+__device__ __forceinline__ std::uint32_t e4b15x2_to_half2(std::uint32_t word, std::uint32_t selector) {
+  const std::uint32_t spread = __byte_perm(word, 0u, selector);
+  return (spread + (spread & 0x00800080u)) << 7;
+}
+
 __device__ __forceinline__ std::uint32_t byte_perm(std::uint32_t a, std::uint32_t b, std::uint32_t sel) {
   return __byte_perm(a, b, sel);
 }

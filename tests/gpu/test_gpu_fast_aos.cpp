@@ -1,0 +1,82 @@
+// The fast decode on AoS caches: every preset and head_dim, both slot phases
+// (num_kv_heads 2 and 8: heads at odd and even multiples of a 4k + 2 byte
+// slot), both FP8 flavours, must run the fast kernel (not the strict
+// fallback) and stay within relative L2 1e-3 of the golden model; AoS caches
+// whose slots of one head change their 4-byte phase take the strict kernel.
+#include "gpu_test_support.hpp"
+
+namespace {
+
+using namespace tq_gpu_test;
+
+class GpuFastAos : public ::testing::Test {
+ protected:
+  void SetUp() override { TQ_REQUIRE_DEVICE(); }
+};
+
+// The golden output (fp32) and the fast mode's; returns the kernel that ran.
+std::string expect_fast_matches(const DecodeProblem& p) {
+  std::vector<std::uint8_t> ref_out, fast_out;
+  std::vector<float> ref_lse, fast_lse;
+  EXPECT_TRUE(decode_reference(p.view(), p.args(DType::kFloat32, ref_out, ref_lse)).ok());
+  const DecodeArgs a = p.args(DType::kFloat32, fast_out, fast_lse);
+  const std::string kernel = cuda::decode_kernel_name(p.view(), a, cuda::CudaMode::kFast);
+  const Status st = cuda::decode_from_host(p.view(), a, cuda::CudaMode::kFast);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  const double err = rel_l2(widen(fast_out, DType::kFloat32), widen(ref_out, DType::kFloat32));
+  double lse_err = 0.0;
+  for (std::size_t i = 0; i < ref_lse.size(); ++i) {
+    if (std::isinf(ref_lse[i])) {
+      EXPECT_EQ(ref_lse[i], fast_lse[i]) << "row " << i;
+    } else {
+      lse_err = std::max(lse_err, std::fabs(double(fast_lse[i]) - ref_lse[i]));
+    }
+  }
+  std::printf("  %-64s %s rel_l2 %.3g, max |lse err| %.3g\n", describe(p).c_str(), kernel.c_str(), err, lse_err);
+  EXPECT_LE(err, 1e-3);
+  EXPECT_LE(lse_err, 1e-2);
+  return kernel;
+}
+
+TEST_F(GpuFastAos, EveryPresetAndPhaseRunsFastWithinTolerance) {
+  const std::uint32_t seed = 20261202;
+  std::printf("seed %u\n", seed);
+  unsigned index = 0;
+  for (int dims : cuda::supported_head_dims()) {
+    for (Preset preset : kAllPresets) {
+      for (int hk : {2, 8}) {
+        // Lengths around tile and split edges; GQA 4 (half the mma columns) and 8.
+        const int group = hk == 2 ? 8 : 4;
+        const DecodeProblem p = make_problem(preset, dims, 16, hk, group, {1, 17, 300, 2049}, seed + index++,
+                                             LayoutKind::kAoS);
+        SCOPED_TRACE(describe(p));
+        EXPECT_EQ(expect_fast_matches(p), "cuda:fast");
+      }
+    }
+  }
+}
+
+TEST_F(GpuFastAos, E4b15KeysRunFast) {
+  unsigned index = 0;
+  for (int dims : cuda::supported_head_dims()) {
+    for (LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
+      // num_kv_heads 3: FP8 slots are 4k bytes, so any head count keeps the phase.
+      const DecodeProblem p =
+          make_problem(Preset::kK8V4, dims, 32, 3, 4, {5, 700}, 99 + index++, layout, Fp8Format::kE4b15);
+      SCOPED_TRACE(describe(p));
+      EXPECT_EQ(expect_fast_matches(p), "cuda:fast");
+    }
+  }
+}
+
+// 4bit_nc slots are 4k + 2 bytes at every head_dim (70, 134, 262): with 3 KV
+// heads the token stride is 4k + 2 too, so the slots of one head alternate
+// their 4-byte phase and the strict kernel runs.
+TEST_F(GpuFastAos, AlternatingSlotPhaseTakesStrict) {
+  const int dims = cuda::supported_head_dims().front();
+  const DecodeProblem p = make_problem(Preset::k4BitNc, dims, 16, 3, 4, {100, 33}, 5, LayoutKind::kAoS);
+  SCOPED_TRACE(describe(p));
+  EXPECT_EQ(expect_fast_matches(p), "cuda:strict");
+}
+
+}  // namespace

@@ -8,14 +8,15 @@
 
 namespace turboquant::cuda::detail {
 
-template <int D, bool kDense, DType kT, bool kVector>
+template <int D, core::LayoutKind kLayout, bool kDense, DType kT, bool kVector>
 static cudaError_t launch_encode_instance(const EncodeParams& p, cudaStream_t stream) {
   constexpr int kThreads = kEncodeThreads<kDense>;
   constexpr int kItemsPerBlock = kThreads / EncodeGroup<D>::kLanes;
   static PerDeviceInt resident_cache;
   const int resident_per_sm = resident_cache.get([] {
     int n = 0;
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, encode_kernel<D, kDense, kT, kVector>, kThreads, 0) ==
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, encode_kernel<D, kLayout, kDense, kT, kVector>, kThreads,
+                                                         0) ==
                    cudaSuccess
                ? std::max(n, 1)
                : 1;
@@ -23,8 +24,15 @@ static cudaError_t launch_encode_instance(const EncodeParams& p, cudaStream_t st
   const std::int64_t items = p.num_tokens * p.layout.num_kv_heads;
   const std::int64_t wave = std::int64_t{device_sm_count()} * resident_per_sm;
   const std::int64_t blocks = std::min((items + kItemsPerBlock - 1) / kItemsPerBlock, std::max<std::int64_t>(wave, 1));
-  encode_kernel<D, kDense, kT, kVector><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
+  encode_kernel<D, kLayout, kDense, kT, kVector><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
   return cudaGetLastError();
+}
+
+// The instance of the cache's layout kind (the kernel folds its addresses).
+template <int D, bool kDense, DType kT, bool kVector>
+static cudaError_t launch_encode_layout(const EncodeParams& p, cudaStream_t stream) {
+  return p.layout.format.aos() ? launch_encode_instance<D, core::LayoutKind::kAoS, kDense, kT, kVector>(p, stream)
+                               : launch_encode_instance<D, core::LayoutKind::kSoA, kDense, kT, kVector>(p, stream);
 }
 
 // Vector loads when both input pointers are aligned to a lane's run of
@@ -35,9 +43,9 @@ static cudaError_t launch_encode_for(const EncodeParams& p, cudaStream_t stream)
   constexpr std::uintptr_t kAlign = std::min<std::uintptr_t>(EncodeGroup<D>::kRun * kInputBytes<kT>, 16);
   const bool aligned = (reinterpret_cast<std::uintptr_t>(p.keys) | reinterpret_cast<std::uintptr_t>(p.values)) % kAlign == 0;
   if constexpr (!kDense) {
-    if (aligned) return launch_encode_instance<D, false, kT, true>(p, stream);
+    if (aligned) return launch_encode_layout<D, false, kT, true>(p, stream);
   }
-  return launch_encode_instance<D, kDense, kT, false>(p, stream);
+  return launch_encode_layout<D, kDense, kT, false>(p, stream);
 }
 
 template <int D>

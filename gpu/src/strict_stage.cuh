@@ -125,19 +125,16 @@ struct StrictTileSource {
                                 static_cast<std::uint64_t>(p.layout.block_bytes()) | Rec::kRecordBytes;
     vec = (align & 15) == 0 ? 16 : (align & 7) == 0 ? 8 : (align & 3) == 0 ? 4 : 2;
   }
-  // AoS: p.layout with the layout kind as a constant, so that the compiler
-  // folds BlockLayout's layout branches (ptxas, D 128: 145 instead of 182
-  // registers in the one-warp kernel, 80 instead of 128 in the split kernel).
-  // SoA: p.layout itself, so that the SoA code stays as it was (the fold made
-  // its split kernel spill).
-  __device__ decltype(auto) layout() const {
-    if constexpr (Rec::kFormat.aos()) {
-      core::BlockLayout l = p.layout;
-      l.format.layout = core::LayoutKind::kAoS;
-      return l;
-    } else {
-      return (p.layout);  // const core::BlockLayout&
-    }
+  // p.layout with the layout kind as a constant, so that the compiler folds
+  // BlockLayout's layout branches: AoS (ptxas, D 128) 145 instead of 182
+  // registers in the one-warp kernel, 80 instead of 128 in the split kernel;
+  // SoA back to its code before the AoS layout existed (the run-time branches
+  // cost its large-batch decode 2.5-4% on the H200), at the price of 12 bytes
+  // of spill in one SoA split-kernel instance (D 128, K4V4, 2 heads).
+  __device__ core::BlockLayout layout() const {
+    core::BlockLayout l = p.layout;
+    l.format.layout = Rec::kFormat.layout;
+    return l;
   }
   __device__ int token(int tile_start) const { return tile_start + (lane & 15); }
   __device__ int block_of(int tile_start) const {

@@ -55,6 +55,27 @@ void expect_cases_match(const char* set, LayoutKind layout) {
     const double vllm_err = rel_l2(c.expected_out.values, ref_out);
     std::printf("  %s: %s, fast rel_l2 %.3g (golden vs vLLM v1 %.3g)\n",
                 std::filesystem::path(dir).filename().c_str(), kernel, fast_err, vllm_err);
+    // The same K/V stored in the other layout (golden encode), decoded by the
+    // fast kernel: whether an error comes from the layout or from the data
+    // (fp16 operands on a sharp softmax).
+    {
+      BlockLayout twin = l;
+      twin.format.layout = l.format.aos() ? LayoutKind::kSoA : LayoutKind::kAoS;
+      std::vector<std::uint8_t> twin_cache(c.kv_cache.size(), 0);
+      EncodeArgs te;
+      te.keys = {c.keys.data(), c.keys.size() * 4};
+      te.values = {c.values.data(), c.values.size() * 4};
+      te.num_tokens = c.num_tokens;
+      te.slot_mapping = {c.slot_mapping.data(), c.slot_mapping.size() * 8};
+      te.codebook = cbp;
+      ASSERT_TRUE(encode_reference(CacheView{twin, twin_cache.data(), c.num_blocks}, te).ok());
+      const ConstCacheView twin_view(twin, twin_cache.data(), c.num_blocks);
+      std::vector<float> tref, tref_lse, tfast, tfast_lse;
+      ASSERT_TRUE(decode_reference(twin_view, make_args(tref, tref_lse)).ok());
+      ASSERT_TRUE(cuda::decode_from_host(twin_view, make_args(tfast, tfast_lse), cuda::CudaMode::kFast).ok());
+      std::printf("  %s: the same K/V in %s, fast rel_l2 %.3g\n", std::filesystem::path(dir).filename().c_str(),
+                  layout_name(twin.format.layout), rel_l2(tfast, tref));
+    }
     EXPECT_LE(fast_err, 1e-3);
 
     // Encode: the case's K/V through the CPU golden encode and the GPU encode,

@@ -3,6 +3,7 @@
 // 1e-3, encode bytes equal to the CPU encode.
 #include <filesystem>
 
+#include "common/fast_tolerance.hpp"
 #include "gpu_test_support.hpp"
 #include "turboquant/codebook.hpp"
 #include "turboquant/io/case_dir.hpp"
@@ -76,7 +77,7 @@ void expect_cases_match(const char* set, LayoutKind layout) {
       std::printf("  %s: the same K/V in %s, fast rel_l2 %.3g\n", std::filesystem::path(dir).filename().c_str(),
                   layout_name(twin.format.layout), rel_l2(tfast, tref));
     }
-    EXPECT_LE(fast_err, 1e-3);
+    EXPECT_LE(fast_err, turboquant::testing::fast_decode_tolerance(dir));
 
     // Encode: the case's K/V through the CPU golden encode and the GPU encode,
     // into caches pre-filled with a pattern (untouched bytes must stay).

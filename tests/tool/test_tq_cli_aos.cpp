@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/fast_tolerance.hpp"
 #include "tq_runner.hpp"
 #include "turboquant/io/case_dir.hpp"
 #include "turboquant/io/npy.hpp"
@@ -104,7 +105,7 @@ TEST_P(AosCase, DecodeWritesTheGoldenOutput) {
 
 // Every backend `tq backends` says runs here (each CPU ISA, CUDA where built
 // and present) decodes the AoS cache to the golden bits (cuda:fast: within
-// its 1e-3) and encodes the same bytes as the golden model.
+// its 1e-3, fast_tolerance.hpp) and encodes the same bytes as the golden model.
 TEST_P(AosCase, EveryAvailableBackendReproducesTheGoldenModel) {
   const fs::path d = scratch();
   ASSERT_EQ(tq("encode " + dir() + " --backend cpu-ref --out " + q(d / "golden.npy")).exit_code, 0);
@@ -122,7 +123,8 @@ TEST_P(AosCase, EveryAvailableBackendReproducesTheGoldenModel) {
     const Result r = tq("decode " + dir() + " --backend " + name + " --threads 2 --out " + q(out));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const json v = tq("validate " + dir() + " --output " + q(out) + " --json").parsed();
-    EXPECT_LE(v["vs_golden"]["rel_l2"].get<double>(), b["exact_decode"].get<bool>() ? 0.0 : 1e-3);
+    EXPECT_LE(v["vs_golden"]["rel_l2"].get<double>(),
+              b["exact_decode"].get<bool>() ? 0.0 : turboquant::testing::fast_decode_tolerance(dir()));
     const Result e = tq("encode " + dir() + " --backend " + name + " --threads 2 --out " + q(cache));
     ASSERT_EQ(e.exit_code, 0) << e.err;
     EXPECT_TRUE(slurp(cache) == golden_cache) << "encode bytes differ from cpu-ref's";

@@ -222,7 +222,7 @@ __device__ __forceinline__ int value_code_of_quotient_rz(float q, int bits) {
 }
 
 // One (token, KV head): the key's and the value's codes and metadata.
-template <int D, core::LayoutKind kLayout, bool kDense, DType kT, bool kVector>
+template <int D, core::LayoutKind kLayout, core::Fp8Format kFp8, bool kDense, DType kT, bool kVector>
 __device__ __forceinline__ void encode_vector(const EncodeParams& p, const core::Codebook& cb,
                                               const core::BucketCell* cells, std::uint8_t* codes, float* dense,
                                               std::int64_t item, int sub, int leader, unsigned mask) {
@@ -246,7 +246,9 @@ __device__ __forceinline__ void encode_vector(const EncodeParams& p, const core:
     float k[G::kElems];
     widen_share<D, kT>(raw, k);
     if (f.fp8_keys()) {
-      if (f.fp8_format == core::Fp8Format::kE4b15) {  // kernel-uniform: one loop per flavour
+      // The flavour is a template parameter: the e4b15 conversion in the
+      // common instances changed their code generation (SoA encode +5-12%).
+      if constexpr (kFp8 == core::Fp8Format::kE4b15) {
 #pragma unroll
         for (int x = 0; x < G::kElems; ++x) code[x] = core::float_to_fp8_e4b15(k[x]);
       } else {
@@ -339,8 +341,14 @@ __device__ __forceinline__ void encode_vector(const EncodeParams& p, const core:
 // A fixed grid (about one wave, chosen by the launcher) walks over the
 // (token, KV head) items, so the per-block setup (codebook, bucket cells) is
 // paid once per block, not once per 64 items.
-template <int D, core::LayoutKind kLayout, bool kDense, DType kT, bool kVector>
-__global__ void __launch_bounds__(kEncodeThreads<kDense>) encode_kernel(EncodeParams p) {
+// Three blocks of 256 threads per SM (at most 80 registers): what the kernel
+// used before the AoS layout existed; left to itself ptxas gave some instances
+// 94 registers and two blocks, and SoA encode lost 6-12% (H200, 2026-12-01).
+template <bool kDense>
+inline constexpr int kEncodeMinBlocks = kDense ? 1 : 3;
+
+template <int D, core::LayoutKind kLayout, core::Fp8Format kFp8, bool kDense, DType kT, bool kVector>
+__global__ void __launch_bounds__(kEncodeThreads<kDense>, kEncodeMinBlocks<kDense>) encode_kernel(EncodeParams p) {
   using G = EncodeGroup<D>;
   constexpr int kVectors = kEncodeThreads<kDense> / G::kLanes;
   constexpr int kCodeStride = D + 16;  // per vector; the 16 spreads the groups over the banks
@@ -364,7 +372,8 @@ __global__ void __launch_bounds__(kEncodeThreads<kDense>) encode_kernel(EncodePa
   const std::int64_t items = p.num_tokens * p.layout.num_kv_heads;
   for (std::int64_t item = std::int64_t{blockIdx.x} * kVectors + vec; item < items;
        item += std::int64_t{gridDim.x} * kVectors) {
-    encode_vector<D, kLayout, kDense, kT, kVector>(p, cb, cells, codes, dense, item, sub, lane - sub, G::mask(lane));
+    encode_vector<D, kLayout, kFp8, kDense, kT, kVector>(p, cb, cells, codes, dense, item, sub, lane - sub,
+                                                         G::mask(lane));
   }
 }
 

@@ -8,15 +8,15 @@
 
 namespace turboquant::cuda::detail {
 
-template <int D, core::LayoutKind kLayout, bool kDense, DType kT, bool kVector>
+template <int D, core::LayoutKind kLayout, core::Fp8Format kFp8, bool kDense, DType kT, bool kVector>
 static cudaError_t launch_encode_instance(const EncodeParams& p, cudaStream_t stream) {
   constexpr int kThreads = kEncodeThreads<kDense>;
   constexpr int kItemsPerBlock = kThreads / EncodeGroup<D>::kLanes;
   static PerDeviceInt resident_cache;
   const int resident_per_sm = resident_cache.get([] {
     int n = 0;
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, encode_kernel<D, kLayout, kDense, kT, kVector>, kThreads,
-                                                         0) ==
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, encode_kernel<D, kLayout, kFp8, kDense, kT, kVector>,
+                                                         kThreads, 0) ==
                    cudaSuccess
                ? std::max(n, 1)
                : 1;
@@ -24,15 +24,27 @@ static cudaError_t launch_encode_instance(const EncodeParams& p, cudaStream_t st
   const std::int64_t items = p.num_tokens * p.layout.num_kv_heads;
   const std::int64_t wave = std::int64_t{device_sm_count()} * resident_per_sm;
   const std::int64_t blocks = std::min((items + kItemsPerBlock - 1) / kItemsPerBlock, std::max<std::int64_t>(wave, 1));
-  encode_kernel<D, kLayout, kDense, kT, kVector><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
+  encode_kernel<D, kLayout, kFp8, kDense, kT, kVector><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
-// The instance of the cache's layout kind (the kernel folds its addresses).
+// The instance of the cache's layout kind (the kernel folds its addresses)
+// and FP8 flavour (e4b15 instances only without a dense rotation: FP8 keys
+// are never rotated).
+template <int D, core::Fp8Format kFp8, bool kDense, DType kT, bool kVector>
+static cudaError_t launch_encode_kind(const EncodeParams& p, cudaStream_t stream) {
+  return p.layout.format.aos() ? launch_encode_instance<D, core::LayoutKind::kAoS, kFp8, kDense, kT, kVector>(p, stream)
+                               : launch_encode_instance<D, core::LayoutKind::kSoA, kFp8, kDense, kT, kVector>(p, stream);
+}
 template <int D, bool kDense, DType kT, bool kVector>
 static cudaError_t launch_encode_layout(const EncodeParams& p, cudaStream_t stream) {
-  return p.layout.format.aos() ? launch_encode_instance<D, core::LayoutKind::kAoS, kDense, kT, kVector>(p, stream)
-                               : launch_encode_instance<D, core::LayoutKind::kSoA, kDense, kT, kVector>(p, stream);
+  const core::Format& f = p.layout.format;
+  if constexpr (!kDense) {
+    if (f.fp8_keys() && f.fp8_format == core::Fp8Format::kE4b15) {
+      return launch_encode_kind<D, core::Fp8Format::kE4b15, kDense, kT, kVector>(p, stream);
+    }
+  }
+  return launch_encode_kind<D, core::Fp8Format::kE4m3, kDense, kT, kVector>(p, stream);
 }
 
 // Vector loads when both input pointers are aligned to a lane's run of

@@ -30,11 +30,7 @@ TEST_P(VllmCase, EncodeReproducesVllmStore) {
   const io::CaseDir c = load(GetParam());
   const BlockLayout& l = c.layout;
   std::vector<std::uint8_t> ours(c.kv_cache.size(), 0);
-  EncodeArgs e;
-  e.keys = {c.keys.data(), c.keys.size() * 4};
-  e.values = {c.values.data(), c.values.size() * 4};
-  e.num_tokens = c.num_tokens;
-  e.slot_mapping = {c.slot_mapping.data(), c.slot_mapping.size() * 8};
+  const EncodeArgs e = io::case_encode_args(c, nullptr);
   ASSERT_TRUE(encode_reference(CacheView{l, ours.data(), c.num_blocks}, e).ok());
 
   const std::uint8_t* theirs = c.kv_cache.data();

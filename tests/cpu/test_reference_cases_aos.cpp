@@ -80,11 +80,7 @@ TEST_P(VllmAosCase, EncodeReproducesVllmStoreUpToBoundaryFlips) {
   const Format& f = l.format;
   const int D = f.head_dim;
   std::vector<std::uint8_t> ours(c.kv_cache.size(), 0);
-  EncodeArgs e;
-  e.keys = {c.keys.data(), c.keys.size() * 4};
-  e.values = {c.values.data(), c.values.size() * 4};
-  e.num_tokens = c.num_tokens;
-  e.slot_mapping = {c.slot_mapping.data(), c.slot_mapping.size() * 8};
+  const EncodeArgs e = io::case_encode_args(c, nullptr);
   ASSERT_TRUE(encode_reference(CacheView{l, ours.data(), c.num_blocks}, e).ok());
   const std::uint8_t* theirs = c.kv_cache.data();
   const core::Codebook& cb = f.fp8_keys() ? core::Codebook{} : vllm_codebook(D, f.key_bits);

@@ -79,12 +79,7 @@ inline void run_case(const turboquant::io::CaseDir& c) {
   if (c.keys.present && c.values.present && c.slot_mapping.present && c.kv_cache.present) {
     std::vector<std::uint8_t> cache_bytes = c.kv_cache.values;
     const CacheView cache{c.layout, cache_bytes.data(), c.num_blocks};
-    EncodeArgs e;
-    e.keys = {c.keys.data(), c.keys.size() * 4};
-    e.values = {c.values.data(), c.values.size() * 4};
-    e.num_tokens = c.num_tokens;
-    e.slot_mapping = {c.slot_mapping.data(), c.slot_mapping.size() * 8};
-    e.codebook = codebook.get();
+    const EncodeArgs e = io::case_encode_args(c, codebook.get());
     const Status v = validate_encode(cache, e);
     if (!one_line(v.message())) fail("case_dir: encode validation message spans lines");
     if (v.ok() && c.num_tokens * c.num_kv_heads() * c.head_dim() <= (std::int64_t{1} << 22)) {

@@ -63,13 +63,7 @@ void expect_cases_match(const char* set, LayoutKind layout) {
       BlockLayout twin = l;
       twin.format.layout = l.format.aos() ? LayoutKind::kSoA : LayoutKind::kAoS;
       std::vector<std::uint8_t> twin_cache(c.kv_cache.size(), 0);
-      EncodeArgs te;
-      te.keys = {c.keys.data(), c.keys.size() * 4};
-      te.values = {c.values.data(), c.values.size() * 4};
-      te.num_tokens = c.num_tokens;
-      te.slot_mapping = {c.slot_mapping.data(), c.slot_mapping.size() * 8};
-      te.codebook = cbp;
-      ASSERT_TRUE(encode_reference(CacheView{twin, twin_cache.data(), c.num_blocks}, te).ok());
+      ASSERT_TRUE(encode_reference(CacheView{twin, twin_cache.data(), c.num_blocks}, io::case_encode_args(c, cbp)).ok());
       const ConstCacheView twin_view(twin, twin_cache.data(), c.num_blocks);
       std::vector<float> tref, tref_lse, tfast, tfast_lse;
       ASSERT_TRUE(decode_reference(twin_view, make_args(tref, tref_lse)).ok());
@@ -82,12 +76,7 @@ void expect_cases_match(const char* set, LayoutKind layout) {
     // Encode: the case's K/V through the CPU golden encode and the GPU encode,
     // into caches pre-filled with a pattern (untouched bytes must stay).
     std::vector<std::uint8_t> ref_cache(c.kv_cache.size(), 0xa5), gpu_cache(c.kv_cache.size(), 0xa5);
-    EncodeArgs e;
-    e.keys = {c.keys.data(), c.keys.size() * 4};
-    e.values = {c.values.data(), c.values.size() * 4};
-    e.num_tokens = c.num_tokens;
-    e.slot_mapping = {c.slot_mapping.data(), c.slot_mapping.size() * 8};
-    e.codebook = cbp;
+    const EncodeArgs e = io::case_encode_args(c, cbp);
     ASSERT_TRUE(encode_reference(CacheView{l, ref_cache.data(), c.num_blocks}, e).ok());
     st = cuda::encode_from_host(CacheView{l, gpu_cache.data(), c.num_blocks}, e);
     ASSERT_TRUE(st.ok()) << st.to_string();

@@ -100,12 +100,7 @@ int run_encode(const EncodeOptions& o) {
   }
   std::vector<std::uint8_t> cache(static_cast<std::size_t>(num_blocks * l.block_bytes()), 0);
 
-  turboquant::EncodeArgs e;
-  e.keys = {c.keys.data(), c.keys.size() * sizeof(float)};
-  e.values = {c.values.data(), c.values.size() * sizeof(float)};
-  e.num_tokens = c.num_tokens;
-  e.slot_mapping = {c.slot_mapping.data(), c.slot_mapping.size() * sizeof(std::int64_t)};
-  e.codebook = codebook.get();
+  const turboquant::EncodeArgs e = turboquant::io::case_encode_args(c, codebook.get());
   const std::unique_ptr<Backend> backend = make_backend(o.backend);
   if (Status s = backend->encode(turboquant::CacheView{l, cache.data(), num_blocks}, e); !s.ok()) {
     ensure(s, case_file_for_message(c, s.message()));

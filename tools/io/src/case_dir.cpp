@@ -292,4 +292,14 @@ DecodeArgs case_decode_args(const CaseDir& c, const Codebook* codebook, int spli
   return a;
 }
 
+EncodeArgs case_encode_args(const CaseDir& c, const Codebook* codebook) {
+  EncodeArgs e;
+  e.keys = {c.keys.data(), c.keys.size() * sizeof(float)};
+  e.values = {c.values.data(), c.values.size() * sizeof(float)};
+  e.num_tokens = c.num_tokens;
+  e.slot_mapping = {c.slot_mapping.data(), c.slot_mapping.size() * sizeof(std::int64_t)};
+  e.codebook = codebook;
+  return e;
+}
+
 }  // namespace turboquant::io

@@ -15,6 +15,7 @@
 
 #include "turboquant/cache_view.hpp"
 #include "turboquant/decode.hpp"
+#include "turboquant/encode.hpp"
 #include "turboquant/format.hpp"
 #include "turboquant/status.hpp"
 
@@ -120,6 +121,10 @@ ConstCacheView case_cache(const CaseDir& c);
 // (both resized and filled with `fill`, e.g. a canary).
 DecodeArgs case_decode_args(const CaseDir& c, const Codebook* codebook, int splits, std::vector<float>* out,
                             std::vector<float>* lse, float fill = 0.0f);
+
+// Encode arguments for the case's keys, values and slot_mapping (fp32 K/V;
+// keys, values and slot_mapping must be loaded).
+EncodeArgs case_encode_args(const CaseDir& c, const Codebook* codebook);
 
 // Any float .npy file as float32 (float16/float64 converted), shape unchecked.
 Status load_float_array(const std::string& path, CaseArray<float>* out);

@@ -1,0 +1,263 @@
+// turboquant._encode / _decode / _dequantize: the arrays checked (arrays.hpp),
+// the backend chosen (the arrays' device unless `backend` names one), then one
+// library call with the GIL released. The Python layer (turboquant/__init__.py)
+// supplies defaults and allocates outputs; everything that can be wrong with
+// an argument is found here or by the library, before anything is written.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <climits>
+#include <optional>
+#include <string>
+
+#include "arrays.hpp"
+#include "bindings.hpp"
+#include "device_ops.hpp"
+#include "errors.hpp"
+#include "turboquant/backend.hpp"
+#include "turboquant/cpu.hpp"
+
+namespace tqpy {
+namespace {
+
+using turboquant::Backend;
+using turboquant::BackendOptions;
+using turboquant::Status;
+
+
+// Where a call runs: a registry backend on host arrays, or the CUDA kernels
+// on device arrays.
+struct Route {
+  const Backend* host = nullptr;  // set for CPU backends
+  bool cuda = false;
+  bool fast = true;  // cuda: fast (tensor cores) or strict (bit-exact)
+  std::string name;  // as the caller wrote it, for messages
+};
+
+const char* kBackendChoices = "'cpu-ref', 'cpu', 'cpu:scalar', 'cpu:avx2', 'cpu:avx512', 'cuda', 'cuda-strict'";
+
+Route route(const std::string& backend, const Device& device, const ArrayArg& first) {
+  Route r;
+  r.name = backend;
+  if (backend.empty()) {
+    r.name = device.cuda ? "cuda" : "cpu";
+  }
+  const std::string& b = r.name;
+  if (b == "cuda" || b == "cuda:fast" || b == "cuda-strict" || b == "cuda:strict") {
+    r.cuda = true;
+    r.fast = b == "cuda" || b == "cuda:fast";
+    if (!device.cuda) {
+      throw_value_error("backend = '" + b + "' runs on CUDA arrays, but " + first.name +
+                        " is a CPU array (move the arrays to the GPU, or use backend='cpu')");
+    }
+    return r;
+  }
+  const std::string registry_name = b == "cpu" ? turboquant::cpu_backend_name() : b;
+  r.host = turboquant::find_backend(registry_name);
+  if (r.host == nullptr || registry_name.rfind("cuda", 0) == 0) {
+    throw_value_error("backend = '" + b + "' is not one of " + kBackendChoices);
+  }
+  if (device.cuda) {
+    throw_value_error("backend = '" + b + "' runs on CPU arrays, but " + first.name + " is on " + device.name() +
+                      " (use backend='cuda' or 'cuda-strict', or pass CPU arrays)");
+  }
+  check(r.host->status(), "backend '" + b + "'");
+  return r;
+}
+
+int as_int(const char* what, std::int64_t v) {
+  if (v > INT_MAX) throw_value_error(std::string(what) + " = " + std::to_string(v) + " exceeds 2^31 - 1");
+  return static_cast<int>(v);
+}
+
+turboquant::ConstCacheView cache_view(const PyLayout& l, const ArrayArg& cache) {
+  return {l.layout, static_cast<const std::uint8_t*>(cache.data), cache.dim(0)};
+}
+
+// kv_cache [num_blocks, block_size, Hk, slot_bytes_aligned] uint8.
+template <class Array, class Check>
+ArrayArg cache_array(const PyLayout& l, const Array& a, Check check_array) {
+  return check_array("kv_cache", a, {Elem::kUInt8},
+                     {-1, l.layout.block_size, l.layout.num_kv_heads, l.layout.format.slot_bytes_aligned()},
+                     {"num_blocks", "block_size", "num_kv_heads", "slot_bytes_aligned"});
+}
+
+// The caller's codebook (float32 [2^key_bits] centroids on the CPU), or none.
+std::optional<turboquant::Codebook> codebook(const PyLayout& l, const std::optional<InArray>& centroids) {
+  if (!centroids) return std::nullopt;
+  const int bits = l.layout.format.fp8_keys() ? l.layout.format.value_bits : l.layout.format.key_bits;
+  const ArrayArg c = in_array("centroids", *centroids, {Elem::kFloat32}, {1 << bits}, {"2^key_bits"});
+  if (c.device.cuda) throw_value_error("centroids: must be a CPU array (it is copied into the kernel parameters)");
+  const auto* p = static_cast<const float*>(c.data);
+  turboquant::Codebook cb;
+  check(turboquant::make_codebook(bits, std::vector<float>(p, p + c.size()), &cb), "centroids");
+  return cb;
+}
+
+std::optional<ArrayArg> rotation(const PyLayout& l, const std::optional<InArray>& r) {
+  if (!r) return std::nullopt;
+  const int D = l.layout.format.head_dim;
+  return in_array("rotation", *r, {Elem::kFloat32}, {D, D}, {"head_dim", "head_dim"});
+}
+
+BackendOptions host_options(int threads) {
+  if (threads < 0) throw_value_error("threads = " + std::to_string(threads) + " must be >= 0 (0: all)");
+  return BackendOptions{threads};
+}
+
+void decode(const PyLayout& l, const InArray& query_a, const InArray& cache_a, const InArray& table_a,
+            const InArray& lens_a, double scale, int num_splits, const OutArray& out_a,
+            const std::optional<OutArray>& lse_a, const std::string& backend, std::uintptr_t stream,
+            const std::optional<OutArray>& workspace_a, const std::optional<InArray>& centroids_a,
+            const std::optional<InArray>& rotation_a, int threads, bool check_finite) {
+  const int D = l.layout.format.head_dim;
+  const ArrayArg query = in_array("query", query_a, {Elem::kFloat32, Elem::kFloat16, Elem::kBFloat16}, {-1, -1, D}, {"B", "Hq", "head_dim"});
+  const std::int64_t B = query.dim(0), Hq = query.dim(1);
+  const ArrayArg cache = cache_array(l, cache_a, in_array);
+  const ArrayArg table = in_array("block_table", table_a, {Elem::kInt32}, {B, -1}, {"B", "max_blocks_per_seq"});
+  const ArrayArg lens = in_array("seq_lens", lens_a, {Elem::kInt32}, {B}, {"B"});
+  const ArrayArg out = out_array("out", out_a, {Elem::kFloat32, Elem::kFloat16, Elem::kBFloat16}, {B, Hq, D}, {"B", "Hq", "head_dim"});
+  std::optional<ArrayArg> lse;
+  if (lse_a) lse = out_array("lse", *lse_a, {Elem::kFloat32}, {B, Hq}, {"B", "Hq"});
+  std::optional<ArrayArg> workspace;
+  if (workspace_a) workspace = out_array("workspace", *workspace_a, {Elem::kUInt8}, {-1}, {"bytes"});
+  const std::optional<ArrayArg> rot = rotation(l, rotation_a);
+  const Device device = common_device({&query, &cache, &table, &lens, &out, lse ? &*lse : nullptr,
+                                       workspace ? &*workspace : nullptr, rot ? &*rot : nullptr});
+  const Route where = route(backend, device, query);
+  if (workspace && !where.cuda) throw_value_error("workspace: only the CUDA backends take a workspace");
+  const std::optional<turboquant::Codebook> cb = codebook(l, centroids_a);
+
+  turboquant::DecodeArgs args;
+  args.query = query.in();
+  args.query_dtype = query.dtype();
+  args.batch = as_int("B", B);
+  args.num_q_heads = as_int("Hq", Hq);
+  args.block_table = table.in();
+  args.max_blocks_per_seq = as_int("max_blocks_per_seq", table.dim(1));
+  args.seq_lens = lens.in();
+  args.softmax_scale = static_cast<float>(scale);
+  args.num_splits = num_splits;
+  args.out = out.out();
+  args.out_dtype = out.dtype();
+  if (lse) args.lse = lse->out();
+  args.codebook = cb ? &*cb : nullptr;
+  if (rot) args.rotation = rot->in();
+  args.check_finite = check_finite;
+  const turboquant::ConstCacheView view = cache_view(l, cache);
+  const BackendOptions options = host_options(threads);
+
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    s = where.cuda ? cuda_decode(view, args, where.fast, device.id, stream,
+                                 workspace ? workspace->out() : turboquant::MutableBuffer{})
+                   : where.host->decode(view, args, options);
+  }
+  check(s, "decode");
+}
+
+void encode(const PyLayout& l, const OutArray& cache_a, const InArray& keys_a, const InArray& values_a,
+            const InArray& slots_a, const std::string& backend, std::uintptr_t stream,
+            const std::optional<InArray>& centroids_a, const std::optional<InArray>& rotation_a, int threads,
+            bool check_finite) {
+  const int D = l.layout.format.head_dim, Hk = l.layout.num_kv_heads;
+  const ArrayArg cache = cache_array(l, cache_a, out_array);
+  const ArrayArg keys = in_array("keys", keys_a, {Elem::kFloat32, Elem::kFloat16, Elem::kBFloat16}, {-1, Hk, D}, {"num_tokens", "num_kv_heads", "head_dim"});
+  const std::int64_t N = keys.dim(0);
+  const ArrayArg values =
+      in_array("values", values_a, {Elem::kFloat32, Elem::kFloat16, Elem::kBFloat16}, {N, Hk, D}, {"num_tokens", "num_kv_heads", "head_dim"});
+  if (values.elem != keys.elem) {
+    throw nb::type_error(("values: dtype " + std::string(elem_name(values.elem)) + " differs from keys' " +
+                          elem_name(keys.elem) + " (both must have one dtype)")
+                             .c_str());
+  }
+  const ArrayArg slots = in_array("slot_mapping", slots_a, {Elem::kInt64}, {N}, {"num_tokens"});
+  const std::optional<ArrayArg> rot = rotation(l, rotation_a);
+  const Device device = common_device({&cache, &keys, &values, &slots, rot ? &*rot : nullptr});
+  const Route where = route(backend, device, keys);
+  const std::optional<turboquant::Codebook> cb = codebook(l, centroids_a);
+
+  turboquant::EncodeArgs args;
+  args.keys = keys.in();
+  args.values = values.in();
+  args.dtype = keys.dtype();
+  args.num_tokens = N;
+  args.slot_mapping = slots.in();
+  args.codebook = cb ? &*cb : nullptr;
+  if (rot) args.rotation = rot->in();
+  args.check_finite = check_finite;
+  const turboquant::CacheView view{l.layout, static_cast<std::uint8_t*>(cache.mutable_data), cache.dim(0)};
+  const BackendOptions options = host_options(threads);
+
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    s = where.cuda ? cuda_encode(view, args, device.id, stream) : where.host->encode(view, args, options);
+  }
+  check(s, "encode");
+}
+
+void dequantize(const PyLayout& l, const InArray& cache_a, const InArray& slots_a, const OutArray& keys_a,
+                const OutArray& values_a, const std::string& basis, const std::string& backend,
+                const std::optional<InArray>& centroids_a, const std::optional<InArray>& rotation_a, int threads) {
+  const int D = l.layout.format.head_dim, Hk = l.layout.num_kv_heads;
+  const ArrayArg cache = cache_array(l, cache_a, in_array);
+  const ArrayArg slots = in_array("slots", slots_a, {Elem::kInt64}, {-1}, {"num_slots"});
+  const std::int64_t N = slots.dim(0);
+  const ArrayArg keys = out_array("keys", keys_a, {Elem::kFloat32}, {N, Hk, D}, {"num_slots", "num_kv_heads", "head_dim"});
+  const ArrayArg values =
+      out_array("values", values_a, {Elem::kFloat32}, {N, Hk, D}, {"num_slots", "num_kv_heads", "head_dim"});
+  const std::optional<ArrayArg> rot = rotation(l, rotation_a);
+  const Device device = common_device({&cache, &slots, &keys, &values, rot ? &*rot : nullptr});
+  if (device.cuda) {
+    throw_value_error("dequantize runs on the CPU: kv_cache is on " + device.name() +
+                      " (pass CPU arrays, e.g. kv_cache.cpu())");
+  }
+  const Route where = route(backend, device, cache);
+  turboquant::DequantizeArgs args;
+  if (basis == "original") {
+    args.basis = turboquant::Basis::kOriginal;
+  } else if (basis == "rotated") {
+    args.basis = turboquant::Basis::kRotated;
+  } else {
+    throw_value_error("basis = '" + basis + "' is not one of 'original', 'rotated'");
+  }
+  const std::optional<turboquant::Codebook> cb = codebook(l, centroids_a);
+  args.slots = slots.in();
+  args.num_slots = N;
+  args.keys = keys.out();
+  args.values = values.out();
+  args.codebook = cb ? &*cb : nullptr;
+  if (rot) args.rotation = rot->in();
+  const turboquant::ConstCacheView view = cache_view(l, cache);
+  const BackendOptions options = host_options(threads);
+
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    s = where.host->dequantize(view, args, options);
+  }
+  check(s, "dequantize");
+}
+
+}  // namespace
+
+void bind_ops(nb::module_& m) {
+  m.def("_decode", &decode, nb::arg("layout"), nb::arg("query"), nb::arg("kv_cache"), nb::arg("block_table"),
+        nb::arg("seq_lens"), nb::arg("scale"), nb::arg("num_splits"), nb::arg("out"), nb::arg("lse").none(),
+        nb::arg("backend"), nb::arg("stream"), nb::arg("workspace").none(), nb::arg("centroids").none(),
+        nb::arg("rotation").none(), nb::arg("threads"), nb::arg("check_finite"));
+  m.def("_encode", &encode, nb::arg("layout"), nb::arg("kv_cache"), nb::arg("keys"), nb::arg("values"),
+        nb::arg("slot_mapping"), nb::arg("backend"), nb::arg("stream"), nb::arg("centroids").none(),
+        nb::arg("rotation").none(), nb::arg("threads"), nb::arg("check_finite"));
+  m.def("_dequantize", &dequantize, nb::arg("layout"), nb::arg("kv_cache"), nb::arg("slots"), nb::arg("keys"),
+        nb::arg("values"), nb::arg("basis"), nb::arg("backend"), nb::arg("centroids").none(),
+        nb::arg("rotation").none(), nb::arg("threads"));
+  m.def("decode_workspace_bytes", &cuda_decode_workspace_bytes, nb::arg("batch"), nb::arg("num_q_heads"),
+        nb::arg("num_splits"), nb::arg("head_dim"),
+        "Bytes of the CUDA decode workspace for up to `batch` sequences (0 without the CUDA backend).");
+  m.def("cuda_built", &cuda_built, "Whether this build has the CUDA backend.");
+}
+
+}  // namespace tqpy

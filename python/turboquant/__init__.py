@@ -1,0 +1,162 @@
+"""turboquant: attention over a TurboQuant-compressed, paged KV cache (vLLM's
+``--kv-cache-dtype turboquant_*``), on numpy, torch, CuPy or JAX arrays.
+
+The functions mirror the C++ API (docs/PYTHON.md):
+
+* :class:`Layout` describes a cache (preset, head_dim, block_size, num_kv_heads,
+  'soa' or 'aos', the FP8 flavour); :func:`codebook`, :func:`backends`.
+* :func:`encode` (vLLM's store), :func:`decode`, :func:`dequantize`.
+* :func:`validate` checks any decode output against the golden model, as
+  ``tq validate`` does; :func:`load_case` / :func:`save_case` read and write
+  case directories.
+
+The backend follows the arrays: CPU arrays run on ``cpu`` (SIMD + threads,
+bit-exact with the golden model), CUDA arrays on ``cuda`` (tensor cores) on the
+arrays' device and the current stream, unless ``backend=`` names one of
+``cpu-ref``, ``cpu`` (or ``cpu:scalar`` / ``cpu:avx2`` / ``cpu:avx512``),
+``cuda`` or ``cuda-strict``. Bad arguments raise ValueError or TypeError naming
+the argument and its value; nothing is written then. The GIL is released while
+the library computes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _arrays
+from . import _turboquant as _ext
+from ._case import Case, load_case, save_case
+from ._validate import Validation, validate
+
+Layout = _ext.Layout
+isas = _ext.isas
+cuda_built = _ext.cuda_built
+decode_workspace_bytes = _ext.decode_workspace_bytes
+
+__all__ = [
+    "Layout", "Codebook", "codebook", "Backend", "backends", "isas", "cuda_built",
+    "encode", "decode", "dequantize", "decode_workspace_bytes",
+    "validate", "Validation", "load_case", "save_case", "Case",
+]
+
+
+class Codebook(NamedTuple):
+    """vLLM's fp32 Lloyd-Max codebook for (bits, head_dim)."""
+    bits: int
+    head_dim: int
+    centroids: np.ndarray  # float32 [2^bits], sorted
+    midpoints: np.ndarray  # float32 [2^bits - 1], (c[i] + c[i+1]) / 2 in fp32
+
+
+def codebook(bits: int, head_dim: int) -> Codebook:
+    """vLLM's codebook for N(0, 1/head_dim) keys: bit-identical to vLLM's table."""
+    centroids, midpoints = _ext._codebook(int(bits), int(head_dim))
+    return Codebook(int(bits), int(head_dim), np.array(centroids, dtype=np.float32),
+                    np.array(midpoints, dtype=np.float32))
+
+
+class Backend(NamedTuple):
+    """One entry of the library's backend registry."""
+    name: str           # 'cpu-ref', 'cpu:avx2', 'cuda:fast', ...
+    description: str
+    available: bool
+    exact_decode: bool  # decode reproduces the golden model's bits
+    reason: str         # why it is unavailable ('' when available)
+
+
+def backends() -> list[Backend]:
+    """Every backend of this build (unavailable ones too, with the reason)."""
+    return [Backend(*b) for b in _ext._backends()]
+
+
+def _check_layout(layout):
+    if not isinstance(layout, Layout):
+        raise TypeError(f"layout: expected a turboquant.Layout, got {type(layout).__name__}")
+
+
+def _host_centroids(centroids):
+    return None if centroids is None else _arrays.to_numpy(centroids, np.float32)
+
+
+def encode(kv_cache, keys, values, slot_mapping, layout, backend=None, *, stream=None, centroids=None,
+           rotation=None, threads=0, check_finite=True):
+    """Quantizes K/V into the cache in place (vLLM's store).
+
+    kv_cache: uint8 ``layout.cache_shape(num_blocks)``; keys, values: [N, Hk, D] float32,
+    float16 or bfloat16 (one dtype); slot_mapping: int64 (or int32) [N], slot =
+    block * block_size + offset, negative slots skipped. Writes exactly the slots' bytes,
+    byte-identical with the golden model on every backend. centroids (float32
+    [2^key_bits]) replaces vLLM's codebook; rotation (float32 [D, D], PiT) replaces the
+    Hadamard rotation. threads: CPU worker threads (0: all)."""
+    _check_layout(layout)
+    for name, x in (("kv_cache", kv_cache), ("keys", keys), ("values", values), ("slot_mapping", slot_mapping)):
+        _arrays.require_array(name, x)
+    slot_mapping = _as_int64(slot_mapping)
+    _ext._encode(layout, kv_cache, keys, values, slot_mapping, backend or "",
+                 _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids), rotation, int(threads),
+                 bool(check_finite))
+    return kv_cache
+
+
+def decode(query, kv_cache, block_table, seq_lens, layout, scale=None, num_splits=32, out=None, lse=None,
+           backend=None, stream=None, workspace=None, *, centroids=None, rotation=None, threads=0,
+           check_finite=True):
+    """Decode attention, one query token per sequence; returns ``out``.
+
+    query: [B, Hq, D] float32/float16/bfloat16, unrotated; kv_cache: uint8
+    ``layout.cache_shape(num_blocks)``; block_table: int32 [B, max_blocks]; seq_lens: int32
+    [B]. scale defaults to 1/sqrt(D); num_splits is vLLM's NUM_KV_SPLITS (the golden
+    model's split plan: results of exact backends depend on it). out: [B, Hq, D]
+    float32/float16/bfloat16 (allocated as float32 when None); lse: optional float32
+    [B, Hq], natural log. CUDA: runs on ``stream`` (default: the array library's current
+    stream), never synchronizes the host, and allocates nothing when ``workspace`` (uint8,
+    at least ``decode_workspace_bytes(B, Hq, num_splits, D)`` bytes) is given, which is
+    required while a CUDA graph is being captured."""
+    _check_layout(layout)
+    for name, x in (("query", query), ("kv_cache", kv_cache), ("block_table", block_table),
+                    ("seq_lens", seq_lens)):
+        _arrays.require_array(name, x)
+    if scale is None:
+        scale = 1.0 / math.sqrt(layout.head_dim)
+    if out is None:
+        shape = tuple(query.shape)
+        if len(shape) != 3:
+            raise ValueError(f"query: shape {list(shape)} has {len(shape)} dimensions, expected 3 [B, Hq, head_dim]")
+        out = _arrays.empty(query, shape, "float32")
+    _ext._decode(layout, query, kv_cache, block_table, seq_lens, float(scale), int(num_splits), out, lse,
+                 backend or "", _arrays.stream_handle(stream, query), workspace, _host_centroids(centroids),
+                 rotation, int(threads), bool(check_finite))
+    return out
+
+
+def dequantize(kv_cache, slots, layout, basis="original", *, backend=None, centroids=None, rotation=None,
+               threads=0):
+    """The cache's K and V at ``slots`` (int64 [N]) as float32 [N, Hk, D] each, keys in the
+    'original' basis (rotated back) or the 'rotated' one (as stored); returns (keys,
+    values). Runs on the CPU (CPU arrays)."""
+    _check_layout(layout)
+    _arrays.require_array("kv_cache", kv_cache)
+    _arrays.require_array("slots", slots)
+    slots = _as_int64(slots)
+    n = int(slots.shape[0]) if len(slots.shape) == 1 else -1
+    if n < 0:
+        raise ValueError(f"slots: shape {list(slots.shape)} has {len(slots.shape)} dimensions, expected 1 [num_slots]")
+    shape = (n, layout.num_kv_heads, layout.head_dim)
+    keys = _arrays.empty(kv_cache, shape, "float32")
+    values = _arrays.empty(kv_cache, shape, "float32")
+    _ext._dequantize(layout, kv_cache, slots, keys, values, str(basis), backend or "", _host_centroids(centroids),
+                     rotation, int(threads))
+    return keys, values
+
+
+def _as_int64(x):
+    """int32 slot arrays (what some callers hold) widened to the library's int64."""
+    torch = _arrays.torch_module(x)
+    if torch is not None:
+        return x.long() if x.dtype == torch.int32 else x
+    if isinstance(x, np.ndarray) and x.dtype == np.int32:
+        return x.astype(np.int64)
+    return x

@@ -1,0 +1,106 @@
+"""Array-library plumbing: which library an array comes from, allocating outputs
+next to it, the CUDA stream a call runs on, and host (numpy) copies.
+
+The C++ extension takes any DLPack / buffer-protocol array; only allocation and
+the current stream depend on the library, so they are the only places that
+know about torch, CuPy or numpy by name."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+
+def torch_module(x):
+    """The torch module when `x` is a torch.Tensor, else None (torch is never imported here)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        return torch
+    return None
+
+
+def require_array(name, x):
+    """TypeError naming `name` unless `x` is an array the extension can take."""
+    if isinstance(x, np.ndarray) or hasattr(x, "__dlpack__") or hasattr(x, "__array_interface__"):
+        return
+    raise TypeError(f"{name}: expected an array (numpy, torch, CuPy, JAX, ...), got {type(x).__name__}")
+
+
+def empty(ref, shape, dtype):
+    """An uninitialized array of `shape` and `dtype` ("float32", ...) from the
+    library and device of `ref`."""
+    torch = torch_module(ref)
+    if torch is not None:
+        return torch.empty(shape, dtype=getattr(torch, dtype), device=ref.device)
+    if isinstance(ref, np.ndarray):
+        if dtype == "bfloat16":
+            raise TypeError("numpy has no bfloat16: pass out= explicitly")
+        return np.empty(shape, dtype=dtype)
+    namespace = getattr(ref, "__array_namespace__", None)
+    if namespace is not None:
+        xp = namespace()
+        return xp.empty(shape, dtype=getattr(xp, dtype), device=ref.device)
+    raise TypeError(f"cannot allocate an output next to a {type(ref).__name__}: pass out= explicitly")
+
+
+def is_cuda(x):
+    """Whether `x` lives on a CUDA device (DLPack device type 2)."""
+    torch = torch_module(x)
+    if torch is not None:
+        return x.is_cuda
+    if isinstance(x, np.ndarray):
+        return False
+    device = getattr(x, "__dlpack_device__", None)
+    return device is not None and device()[0] == 2
+
+
+def stream_handle(stream, ref):
+    """The cudaStream_t (as an int) a call runs on: `stream` itself (an int, a
+    torch.cuda.Stream or a CuPy stream), else the array library's current
+    stream for `ref`'s device, else 0 (the legacy default stream)."""
+    if stream is not None:
+        if isinstance(stream, int):
+            return stream
+        for attribute in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
+            handle = getattr(stream, attribute, None)
+            if isinstance(handle, int):
+                return handle
+        raise TypeError(f"stream: expected an int handle, a torch.cuda.Stream or a CuPy stream, "
+                        f"got {type(stream).__name__}")
+    torch = torch_module(ref)
+    if torch is not None:
+        if not ref.is_cuda:
+            return 0
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if raw is not None:
+            return raw(ref.device.index)
+        return torch.cuda.current_stream(ref.device).cuda_stream
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(ref, cupy.ndarray):
+        return cupy.cuda.get_current_stream().ptr
+    return 0
+
+
+def to_numpy(x, dtype=None):
+    """A host numpy copy (or view) of any array; bfloat16 becomes float32 (exactly)."""
+    if x is None:
+        return None
+    torch = torch_module(x)
+    if torch is not None:
+        t = x.detach()
+        if t.dtype == torch.bfloat16:
+            t = t.float()
+        a = t.cpu().numpy()
+    elif isinstance(x, np.ndarray):
+        a = x
+    elif hasattr(x, "get") and callable(x.get) and type(x).__module__.startswith("cupy"):
+        a = x.get()
+    else:
+        try:
+            a = np.from_dlpack(x)
+        except (TypeError, RuntimeError, BufferError):
+            a = np.asarray(x)
+    if dtype is not None and a.dtype != dtype:
+        a = a.astype(dtype)
+    return np.ascontiguousarray(a)

@@ -15,12 +15,21 @@
 
 #include "backend.hpp"
 #include "common.hpp"
-#include "compare.hpp"
-#include "oracle.hpp"
+#include "turboquant/check/compare.hpp"
+#include "turboquant/check/oracle.hpp"
 #include "workload.hpp"
 
 namespace tq {
 namespace {
+
+using turboquant::checks::compare;
+using turboquant::checks::DenseKV;
+using turboquant::checks::dequantized_kv;
+using turboquant::checks::f64_attention;
+using turboquant::checks::original_kv;
+using turboquant::checks::select_sequences;
+using turboquant::checks::sequence_slots;
+using turboquant::checks::to_double;
 
 struct BenchOptions {
   std::string presets = "all";
@@ -199,7 +208,8 @@ int run_bench(const BenchOptions& o) {
     const double bytes_read = static_cast<double>(w.num_tokens) * sp.kv_heads * l.format.slot_bytes_aligned();
 
     progress.step(name + ": f64 attention on the dequantized K/V");
-    const DenseKV dq = dequantized_kv(view, nullptr, slots, seqs, offsets, threads);
+    DenseKV dq;
+    ensure(dequantized_kv(view, nullptr, slots, seqs, offsets, threads, &dq), "dequantize");
     const std::vector<double> f64_dequant =
         f64_attention(dq, w.query, sp.q_heads, 1.0 / std::sqrt(sp.head_dim), threads);
     const std::vector<double> got = select_sequences(to_double(out), sp.q_heads, sp.head_dim, seqs);

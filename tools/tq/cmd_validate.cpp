@@ -3,25 +3,25 @@
 // expected_out.npy) against it; puts the float64 oracle over the dequantized
 // cache (kernel error) and, when the case has the original K/V, float64
 // attention on those (format error) beside it. Exit 0 when the relative L2
-// error vs the golden output is <= rtol, else 1.
+// error vs the golden output is <= rtol, else 1. The computation and the
+// report's text are turboquant::check's validate_output / render_report; this
+// file loads the case and prints.
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <optional>
 
 #include "backend.hpp"
 #include "common.hpp"
-#include "compare.hpp"
-#include "oracle.hpp"
+#include "turboquant/check/case_inputs.hpp"
 #include "turboquant/io/npy.hpp"
 
 namespace tq {
 namespace {
 
 namespace io = turboquant::io;
+namespace checks = turboquant::checks;
 
 struct ValidateOptions {
   std::string case_dir;
@@ -30,17 +30,16 @@ struct ValidateOptions {
   bool json = false;
 };
 
-struct Row {
-  std::string name;  // "output vs golden"
-  std::string key;   // JSON key
-  Comparison cmp;
-  std::string note;
-};
-
-void print_row(const Row& r) {
-  const Comparison& c = r.cmp;
-  std::printf("  %-37s %10.3e %10.3e %12.8f   seq %d head %d (%.3e)%s%s\n", r.name.c_str(), c.rel_l2, c.max_abs,
-              c.cosine, c.worst_seq, c.worst_head, c.worst_rel_l2, r.note.empty() ? "" : "  ", r.note.c_str());
+json comparison_json(const checks::Comparison& c) {
+  return json{
+      {"rel_l2", json_number(c.rel_l2)},
+      {"max_abs", json_number(c.max_abs)},
+      {"max_abs_at", {{"sequence", c.max_seq}, {"head", c.max_head}, {"dim", c.max_dim}}},
+      {"value_at_max", json_number(c.got_at_max)},
+      {"reference_at_max", json_number(c.want_at_max)},
+      {"cosine", json_number(c.cosine)},
+      {"worst_head", {{"sequence", c.worst_seq}, {"head", c.worst_head}, {"rel_l2", json_number(c.worst_rel_l2)}}},
+      {"non_finite", c.non_finite}};
 }
 
 int run_validate(const ValidateOptions& o) {
@@ -50,112 +49,42 @@ int run_validate(const ValidateOptions& o) {
   const io::CaseDir c = load_case(o.case_dir, load);
   io::CaseArray<float> output;
   ensure(io::load_case_output(c, o.output, &output));
-  const int Hq = c.num_q_heads, D = c.head_dim();
-  const int threads = hardware_threads();
 
-  // The golden model.
   const std::unique_ptr<turboquant::Codebook> codebook = case_codebook(c);
-  std::vector<float> golden, golden_lse;
-  const turboquant::DecodeArgs args = case_decode_args(c, codebook.get(), c.num_kv_splits, &golden, &golden_lse);
-  if (Status s = turboquant::decode_reference(case_cache(c), args); !s.ok()) {
-    ensure(s, case_file_for_message(c, s.message()));
-  }
-
-  // The float64 oracles.
-  std::vector<int> all(static_cast<std::size_t>(c.batch));
-  for (std::size_t b = 0; b < all.size(); ++b) all[b] = static_cast<int>(b);
-  std::vector<std::int64_t> offsets;
-  const std::vector<std::int64_t> slots = sequence_slots(
-      c.layout, c.block_table.values, static_cast<int>(c.max_blocks_per_seq), c.seq_lens.values, all, &offsets);
-  const DenseKV dequant = dequantized_kv(case_cache(c), codebook.get(), slots, all, offsets, threads);
-  const std::vector<double> f64_dequant = f64_attention(dequant, c.query.values, Hq, c.scale, threads);
-  std::optional<std::vector<double>> f64_original;
-  std::string original_note;
-  if (c.keys.present && c.values.present && c.slot_mapping.present) {
-    DenseKV original;
-    if (original_kv(c.slot_mapping.values, c.keys.values, c.values.values, c.num_kv_heads(), D, slots, all, offsets,
-                    &original, &original_note)) {
-      f64_original = f64_attention(original, c.query.values, Hq, c.scale, threads);
-    }
-  } else {
-    original_note = "the case has no keys.npy/values.npy/slot_mapping.npy";
-  }
-
-  const std::vector<double> out = to_double(output.values), gold = to_double(golden);
-  const std::string out_name = std::filesystem::path(output.path).filename().string();
-  std::vector<Row> rows;
-  rows.push_back({out_name + " vs golden", "vs_golden", compare(out, gold, Hq, D), "(kernel error)"});
-  rows.push_back({out_name + " vs f64(dequantized)", "vs_f64_dequant", compare(out, f64_dequant, Hq, D), ""});
-  rows.push_back({"golden vs f64(dequantized)", "golden_vs_f64_dequant", compare(gold, f64_dequant, Hq, D),
-                  "(golden model's own rounding)"});
-  if (f64_original) {
-    rows.push_back({"f64(dequantized) vs f64(original)", "f64_dequant_vs_f64_original",
-                    compare(f64_dequant, *f64_original, Hq, D), "(format error: the quantization itself)"});
-    rows.push_back({out_name + " vs f64(original)", "vs_f64_original", compare(out, *f64_original, Hq, D), ""});
-  }
-  if (c.reference_out_f64.present) {
-    rows.push_back({"f64(dequantized) vs reference_out_f64", "f64_dequant_vs_reference_out_f64",
-                    compare(f64_dequant, c.reference_out_f64.values, Hq, D), "(the case's own f64 oracle)"});
-  }
-  const Comparison& vs_golden = rows[0].cmp;
-  // Garbage in the cache (NaN/Inf metadata) shows up as non-finite oracle values.
-  const std::int64_t oracle_non_finite =
-      std::count_if(f64_dequant.begin(), f64_dequant.end(), [](double x) { return !std::isfinite(x); });
-  const bool pass = vs_golden.rel_l2 <= o.rtol;  // NaN fails
+  checks::ValidationInputs in = checks::case_validation_inputs(
+      c, codebook.get(), output.values, std::filesystem::path(output.path).filename().string());
+  in.rtol = o.rtol;
+  in.threads = hardware_threads();
+  checks::ValidationReport report;
+  if (Status s = checks::validate_output(in, &report); !s.ok()) ensure(s, case_file_for_message(c, s.message()));
+  const int exit_code = report.pass ? kExitOk : kExitFailed;
 
   if (o.json) {
     json j{{"case", c.path},
            {"preset", c.preset_name},
            {"output", output.path},
            {"rtol", o.rtol},
-           {"pass", pass},
+           {"pass", report.pass},
            {"golden", "cpu-ref"},
            {"splits", c.num_kv_splits},
            {"seq_lens", c.seq_lens.values},
-           {"f64_original_available", f64_original.has_value()},
-           {"f64_dequant_non_finite", oracle_non_finite}};
+           {"f64_original_available", report.format_error_measured},
+           {"f64_dequant_non_finite", report.oracle_non_finite}};
     add_format_names(j, c.format);
-    if (!original_note.empty()) j["f64_original_note"] = original_note;
-    for (const Row& r : rows) j[r.key] = comparison_json(r.cmp);
+    if (!report.original_note.empty()) j["f64_original_note"] = report.original_note;
+    for (const checks::ValidationRow& r : report.rows) j[r.key] = comparison_json(r.cmp);
     print_json(j);
-    return pass ? kExitOk : kExitFailed;
+    return exit_code;
   }
 
   std::printf("case     %s\n", c.path.c_str());
   std::printf("format   %s: %s; block_size %d, Hk %d, Hq %d\n", c.preset_name.c_str(),
-              turboquant::describe(c.format).c_str(), c.block_size(), c.num_kv_heads(), Hq);
+              turboquant::describe(c.format).c_str(), c.block_size(), c.num_kv_heads(), c.num_q_heads);
   std::printf("decode   %lld sequences, seq_lens %s; %d splits; scale %.9g; golden = cpu-ref\n",
               static_cast<long long>(c.batch), join_ints(c.seq_lens.values).c_str(), c.num_kv_splits, c.scale);
   std::printf("output   %s %s\n\n", output.path.c_str(), io::format_shape(output.shape).c_str());
-  std::printf("  %-37s %10s %10s %12s   %s\n", "comparison", "rel L2", "max abs", "cosine", "worst head (rel L2)");
-  for (const Row& r : rows) print_row(r);
-  if (!f64_original) std::printf("  (format error not measured: %s)\n", original_note.c_str());
-  std::printf("\n");
-  if (vs_golden.non_finite > 0) {
-    std::printf("%s has %lld non-finite values\n", out_name.c_str(), static_cast<long long>(vs_golden.non_finite));
-  }
-  if (oracle_non_finite > 0) {
-    std::printf("the f64 oracle has %lld non-finite values: the cache holds non-finite metadata (see tq inspect)\n",
-                static_cast<long long>(oracle_non_finite));
-  }
-  std::printf("max abs error vs golden at sequence %d, head %d, dim %d: %.9g (golden %.9g)\n", vs_golden.max_seq,
-              vs_golden.max_head, vs_golden.max_dim, vs_golden.got_at_max, vs_golden.want_at_max);
-  if (pass) {
-    std::printf("PASS  %s: rel L2 vs golden %.3e <= rtol %.1e\n", out_name.c_str(), vs_golden.rel_l2, o.rtol);
-    return kExitOk;
-  }
-  std::string why;
-  const double format_error = f64_original ? rows[3].cmp.rel_l2 : NAN;
-  if (std::isfinite(format_error) && format_error > 0 && std::isfinite(vs_golden.rel_l2)) {
-    why = vs_golden.rel_l2 > format_error
-              ? fmt("; the kernel error is %.1fx the format's own error (%.3e): the kernel is wrong, not the format",
-                    vs_golden.rel_l2 / format_error, format_error)
-              : fmt("; format error for comparison: %.3e", format_error);
-  }
-  std::printf("FAIL  %s: rel L2 vs golden %.3e > rtol %.1e; worst head: sequence %d, head %d (rel L2 %.3e)%s\n",
-              out_name.c_str(), vs_golden.rel_l2, o.rtol, vs_golden.worst_seq, vs_golden.worst_head,
-              vs_golden.worst_rel_l2, why.c_str());
-  return kExitFailed;
+  std::fputs(checks::render_report(report).c_str(), stdout);
+  return exit_code;
 }
 
 }  // namespace

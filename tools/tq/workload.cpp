@@ -8,11 +8,13 @@
 #include <numeric>
 #include <random>
 
-#include "oracle.hpp"
+#include "turboquant/check/oracle.hpp"
 #include "turboquant/core/half.hpp"
 
 namespace tq {
 namespace {
+
+using turboquant::checks::parallel_for;
 
 std::uint64_t splitmix64(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;

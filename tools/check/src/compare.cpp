@@ -1,8 +1,8 @@
-#include "compare.hpp"
+#include "turboquant/check/compare.hpp"
 
 #include <cmath>
 
-namespace tq {
+namespace turboquant::checks {
 
 Comparison compare(std::span<const double> got, std::span<const double> want, int num_q_heads, int head_dim,
                    const std::vector<int>& sequences) {
@@ -58,16 +58,4 @@ std::vector<double> select_sequences(std::span<const double> x, int num_q_heads,
   return out;
 }
 
-json comparison_json(const Comparison& c) {
-  return json{
-      {"rel_l2", json_number(c.rel_l2)},
-      {"max_abs", json_number(c.max_abs)},
-      {"max_abs_at", {{"sequence", c.max_seq}, {"head", c.max_head}, {"dim", c.max_dim}}},
-      {"value_at_max", json_number(c.got_at_max)},
-      {"reference_at_max", json_number(c.want_at_max)},
-      {"cosine", json_number(c.cosine)},
-      {"worst_head", {{"sequence", c.worst_seq}, {"head", c.worst_head}, {"rel_l2", json_number(c.worst_rel_l2)}}},
-      {"non_finite", c.non_finite}};
-}
-
-}  // namespace tq
+}  // namespace turboquant::checks

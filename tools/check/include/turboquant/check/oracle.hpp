@@ -12,7 +12,7 @@
 
 #include "turboquant/turboquant.hpp"
 
-namespace tq {
+namespace turboquant::checks {
 
 // K/V of the attended tokens, sequence by sequence in position order:
 // keys/values float32 [T, Hk, D]; sequence sequences[i] owns rows
@@ -32,10 +32,11 @@ std::vector<std::int64_t> sequence_slots(const turboquant::BlockLayout& layout,
                                          std::span<const std::int32_t> seq_lens, const std::vector<int>& sequences,
                                          std::vector<std::int64_t>* offsets);
 
-// Dequantizes `slots` (keys rotated back to the original basis), in parallel.
-DenseKV dequantized_kv(const turboquant::ConstCacheView& cache, const turboquant::Codebook* codebook,
-                       const std::vector<std::int64_t>& slots, const std::vector<int>& sequences,
-                       const std::vector<std::int64_t>& offsets, int threads);
+// Dequantizes `slots` (keys rotated back to the original basis) into *out, in
+// parallel; codebook as in DequantizeArgs. Fails with dequantize_reference's Status.
+turboquant::Status dequantized_kv(const turboquant::ConstCacheView& cache, const turboquant::Codebook* codebook,
+                                  const std::vector<std::int64_t>& slots, const std::vector<int>& sequences,
+                                  const std::vector<std::int64_t>& offsets, int threads, DenseKV* out);
 
 // The original K/V [N, Hk, D] of the same tokens, found through slot_mapping
 // [N]. False (with the reason) when a token's slot is not in slot_mapping.
@@ -49,7 +50,7 @@ bool original_kv(std::span<const std::int64_t> slot_mapping, std::span<const flo
 std::vector<double> f64_attention(const DenseKV& kv, std::span<const float> query, int num_q_heads, double scale,
                                   int threads);
 
-// Runs fn(i) for i in [0, n) on `threads` threads (contiguous chunks).
+// Runs fn(begin, end) over [0, n) on `threads` threads, one contiguous chunk each.
 void parallel_for(std::int64_t n, int threads, const std::function<void(std::int64_t, std::int64_t)>& fn);
 
-}  // namespace tq
+}  // namespace turboquant::checks

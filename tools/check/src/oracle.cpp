@@ -1,4 +1,4 @@
-#include "oracle.hpp"
+#include "turboquant/check/oracle.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,9 +6,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "common.hpp"
-
-namespace tq {
+namespace turboquant::checks {
 
 void parallel_for(std::int64_t n, int threads, const std::function<void(std::int64_t, std::int64_t)>& fn) {
   const std::int64_t workers = std::max<std::int64_t>(1, std::min<std::int64_t>(threads, n));
@@ -41,10 +39,11 @@ std::vector<std::int64_t> sequence_slots(const turboquant::BlockLayout& layout,
   return slots;
 }
 
-DenseKV dequantized_kv(const turboquant::ConstCacheView& cache, const turboquant::Codebook* codebook,
-                       const std::vector<std::int64_t>& slots, const std::vector<int>& sequences,
-                       const std::vector<std::int64_t>& offsets, int threads) {
-  DenseKV kv;
+Status dequantized_kv(const ConstCacheView& cache, const Codebook* codebook, const std::vector<std::int64_t>& slots,
+                      const std::vector<int>& sequences, const std::vector<std::int64_t>& offsets, int threads,
+                      DenseKV* out) {
+  DenseKV& kv = *out;
+  kv = DenseKV{};
   kv.num_kv_heads = cache.layout.num_kv_heads;
   kv.head_dim = cache.layout.format.head_dim;
   kv.sequences = sequences;
@@ -55,21 +54,20 @@ DenseKV dequantized_kv(const turboquant::ConstCacheView& cache, const turboquant
   std::mutex mutex;
   Status error;
   parallel_for(static_cast<std::int64_t>(slots.size()), threads, [&](std::int64_t begin, std::int64_t end) {
-    turboquant::DequantizeArgs a;
+    DequantizeArgs a;
     a.slots = {slots.data() + begin, static_cast<std::size_t>(end - begin) * 8};
     a.num_slots = end - begin;
     a.keys = {kv.keys.data() + begin * row, static_cast<std::size_t>(end - begin) * row * 4};
     a.values = {kv.values.data() + begin * row, static_cast<std::size_t>(end - begin) * row * 4};
-    a.basis = turboquant::Basis::kOriginal;
+    a.basis = Basis::kOriginal;
     a.codebook = codebook;
-    const Status s = turboquant::dequantize_reference(cache, a);
+    const Status s = dequantize_reference(cache, a);
     if (!s.ok()) {
       const std::lock_guard<std::mutex> lock(mutex);
       error = s;
     }
   });
-  ensure(error, "dequantize");
-  return kv;
+  return error;
 }
 
 bool original_kv(std::span<const std::int64_t> slot_mapping, std::span<const float> keys, std::span<const float> values,
@@ -143,4 +141,4 @@ std::vector<double> f64_attention(const DenseKV& kv, std::span<const float> quer
   return out;
 }
 
-}  // namespace tq
+}  // namespace turboquant::checks

@@ -7,9 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "common.hpp"
-
-namespace tq {
+namespace turboquant::checks {
 
 struct Comparison {
   double rel_l2 = 0;  // ||got - want|| / ||want|| (||got - want|| when want is 0)
@@ -33,6 +31,4 @@ std::vector<double> to_double(std::span<const float> x);
 std::vector<double> select_sequences(std::span<const double> x, int num_q_heads, int head_dim,
                                      const std::vector<int>& sequences);
 
-json comparison_json(const Comparison& c);
-
-}  // namespace tq
+}  // namespace turboquant::checks

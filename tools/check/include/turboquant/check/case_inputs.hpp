@@ -1,0 +1,20 @@
+// The ValidationInputs of a case directory (tools/io): what tq validate and
+// the tests check a case's output with.
+#pragma once
+
+#include <span>
+#include <string>
+
+#include "turboquant/check/validate.hpp"
+#include "turboquant/io/case_dir.hpp"
+
+namespace turboquant::checks {
+
+// The case's decode (cache, query, tables, scale, splits), its original K/V
+// when keys.npy, values.npy and slot_mapping.npy are all present, and its
+// reference_out_f64 when present; `output` float32 [B, Hq, D] is under test.
+// The spans point into `c` and `output`, which must outlive the result.
+ValidationInputs case_validation_inputs(const io::CaseDir& c, const Codebook* codebook, std::span<const float> output,
+                                        std::string output_name);
+
+}  // namespace turboquant::checks

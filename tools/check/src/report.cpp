@@ -1,0 +1,73 @@
+// render_report: tq validate's text after the case header, byte for byte.
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+
+#include "text.hpp"
+#include "turboquant/check/validate.hpp"
+
+namespace turboquant::checks {
+
+namespace internal {
+
+std::string sprintf_string(const char* format, ...) {
+  va_list args, again;
+  va_start(args, format);
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  std::string s;
+  if (n > 0) {
+    s.resize(static_cast<std::size_t>(n) + 1);
+    std::vsnprintf(s.data(), s.size(), format, again);
+    s.resize(static_cast<std::size_t>(n));
+  }
+  va_end(again);
+  return s;
+}
+
+}  // namespace internal
+
+using internal::sprintf_string;
+
+std::string render_report(const ValidationReport& r) {
+  std::string s = sprintf_string("  %-37s %10s %10s %12s   %s\n", "comparison", "rel L2", "max abs", "cosine",
+                                 "worst head (rel L2)");
+  for (const ValidationRow& row : r.rows) {
+    const Comparison& c = row.cmp;
+    s += sprintf_string("  %-37s %10.3e %10.3e %12.8f   seq %d head %d (%.3e)%s%s\n", row.name.c_str(), c.rel_l2,
+                        c.max_abs, c.cosine, c.worst_seq, c.worst_head, c.worst_rel_l2, row.note.empty() ? "" : "  ",
+                        row.note.c_str());
+  }
+  if (!r.format_error_measured) s += sprintf_string("  (format error not measured: %s)\n", r.original_note.c_str());
+  s += "\n";
+  const Comparison& g = r.vs_golden();
+  const char* name = r.output_name.c_str();
+  if (g.non_finite > 0) {
+    s += sprintf_string("%s has %lld non-finite values\n", name, static_cast<long long>(g.non_finite));
+  }
+  if (r.oracle_non_finite > 0) {
+    s += sprintf_string(
+        "the f64 oracle has %lld non-finite values: the cache holds non-finite metadata (see tq inspect)\n",
+        static_cast<long long>(r.oracle_non_finite));
+  }
+  s += sprintf_string("max abs error vs golden at sequence %d, head %d, dim %d: %.9g (golden %.9g)\n", g.max_seq,
+                      g.max_head, g.max_dim, g.got_at_max, g.want_at_max);
+  if (r.pass) return s + sprintf_string("PASS  %s: rel L2 vs golden %.3e <= rtol %.1e\n", name, g.rel_l2, r.rtol);
+  // A kernel whose error exceeds the format's own is wrong, not lossy.
+  std::string why;
+  const Comparison* f = r.format_error();
+  const double format_error = f != nullptr ? f->rel_l2 : NAN;
+  if (std::isfinite(format_error) && format_error > 0 && std::isfinite(g.rel_l2)) {
+    why = g.rel_l2 > format_error
+              ? sprintf_string(
+                    "; the kernel error is %.1fx the format's own error (%.3e): the kernel is wrong, not the format",
+                    g.rel_l2 / format_error, format_error)
+              : sprintf_string("; format error for comparison: %.3e", format_error);
+  }
+  return s + sprintf_string("FAIL  %s: rel L2 vs golden %.3e > rtol %.1e; worst head: sequence %d, head %d (rel L2 "
+                            "%.3e)%s\n",
+                            name, g.rel_l2, r.rtol, g.worst_seq, g.worst_head, g.worst_rel_l2, why.c_str());
+}
+
+}  // namespace turboquant::checks

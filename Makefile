@@ -1,20 +1,29 @@
 # Two commands on a fresh Debian 12 machine (as root):
 #   make run    install missing packages, build, run the demo (tq bench + validation of the vLLM
 #               cases, both layouts: tests/data/vllm-soa and tests/data/vllm-aos)
-#   make test   install missing packages, build, run every test (ctest)
+#   make test   install missing packages, build, run every test (ctest; the Python package's
+#               pytest suite and a fresh-venv `pip install .` included)
 BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
 
 DEB_PACKAGES := cmake ninja-build g++ make libtbb-dev libeigen3-dev libxsimd-dev xtl-dev \
-                libgtest-dev libgmock-dev googletest libbenchmark-dev nlohmann-json3-dev libcli11-dev
+                libgtest-dev libgmock-dev googletest libbenchmark-dev nlohmann-json3-dev libcli11-dev \
+                python3-venv python3-dev
+
+# The Python package (python/, docs/PYTHON.md) is built into $(BUILD_DIR)/python with the
+# interpreter of a virtual environment that sees the system's packages (torch, where
+# installed) and gets nanobind, scikit-build-core, numpy and pytest from PyPI if missing.
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+PY_PACKAGES := nanobind scikit-build-core numpy pytest
 
 TQ := $(BUILD_DIR)/tools/tq/tq
 case_dirs = $(sort $(patsubst %/meta.json,%,$(wildcard tests/data/$(1)/*/meta.json)))
 CASES := $(call case_dirs,vllm-soa) $(call case_dirs,vllm-aos)
 
-.PHONY: all deps configure build test run clean
+.PHONY: all deps pydeps configure build test run clean
 
 all: build
 
@@ -26,8 +35,14 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
-configure: deps
-	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS)
+pydeps: deps
+	@[ -x $(PYTHON) ] || python3 -m venv --system-site-packages $(VENV)
+	@$(PYTHON) -c "import nanobind, scikit_build_core, numpy, pytest" 2>/dev/null || \
+	  $(PYTHON) -m pip install -q $(PY_PACKAGES)
+
+configure: deps pydeps
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DTURBOQUANT_ENABLE_PYTHON=ON \
+	  -DPython_EXECUTABLE=$(abspath $(PYTHON)) $(CMAKE_ARGS)
 
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)

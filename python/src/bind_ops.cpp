@@ -5,6 +5,9 @@
 // an argument is found here or by the library, before anything is written.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <chrono>
 
 #include <climits>
 #include <optional>
@@ -105,30 +108,48 @@ BackendOptions host_options(int threads) {
   return BackendOptions{threads};
 }
 
-void decode(const PyLayout& l, const InArray& query_a, const InArray& cache_a, const InArray& table_a,
-            const InArray& lens_a, double scale, int num_splits, const OutArray& out_a,
-            const std::optional<OutArray>& lse_a, const std::string& backend, std::uintptr_t stream,
-            const std::optional<OutArray>& workspace_a, const std::optional<InArray>& centroids_a,
-            const std::optional<InArray>& rotation_a, int threads, bool check_finite) {
+// A decode with its arguments checked and its backend chosen.
+struct PreparedDecode {
+  turboquant::ConstCacheView view;
+  turboquant::DecodeArgs args;
+  Route where;
+  Device device;
+  turboquant::MutableBuffer workspace;
+  BackendOptions options;
+  std::optional<turboquant::Codebook> codebook;  // args.codebook points here
+
+  Status run(std::uintptr_t stream) const {
+    return where.cuda ? cuda_decode(view, args, where.fast, device.id, stream, workspace)
+                      : where.host->decode(view, args, options);
+  }
+};
+
+void prepare_decode(PreparedDecode* p, const PyLayout& l, const InArray& query_a, const InArray& cache_a,
+                    const InArray& table_a, const InArray& lens_a, double scale, int num_splits, const OutArray& out_a,
+                    const std::optional<OutArray>& lse_a, const std::string& backend,
+                    const std::optional<OutArray>& workspace_a, const std::optional<InArray>& centroids_a,
+                    const std::optional<InArray>& rotation_a, int threads, bool check_finite) {
   const int D = l.layout.format.head_dim;
-  const ArrayArg query = in_array("query", query_a, {Elem::kFloat32, Elem::kFloat16, Elem::kBFloat16}, {-1, -1, D}, {"B", "Hq", "head_dim"});
+  const ArrayArg query = in_array("query", query_a, {Elem::kFloat32, Elem::kFloat16, Elem::kBFloat16}, {-1, -1, D},
+                                  {"B", "Hq", "head_dim"});
   const std::int64_t B = query.dim(0), Hq = query.dim(1);
   const ArrayArg cache = cache_array(l, cache_a, in_array);
   const ArrayArg table = in_array("block_table", table_a, {Elem::kInt32}, {B, -1}, {"B", "max_blocks_per_seq"});
   const ArrayArg lens = in_array("seq_lens", lens_a, {Elem::kInt32}, {B}, {"B"});
-  const ArrayArg out = out_array("out", out_a, {Elem::kFloat32, Elem::kFloat16, Elem::kBFloat16}, {B, Hq, D}, {"B", "Hq", "head_dim"});
+  const ArrayArg out = out_array("out", out_a, {Elem::kFloat32, Elem::kFloat16, Elem::kBFloat16}, {B, Hq, D},
+                                 {"B", "Hq", "head_dim"});
   std::optional<ArrayArg> lse;
   if (lse_a) lse = out_array("lse", *lse_a, {Elem::kFloat32}, {B, Hq}, {"B", "Hq"});
   std::optional<ArrayArg> workspace;
   if (workspace_a) workspace = out_array("workspace", *workspace_a, {Elem::kUInt8}, {-1}, {"bytes"});
   const std::optional<ArrayArg> rot = rotation(l, rotation_a);
-  const Device device = common_device({&query, &cache, &table, &lens, &out, lse ? &*lse : nullptr,
-                                       workspace ? &*workspace : nullptr, rot ? &*rot : nullptr});
-  const Route where = route(backend, device, query);
-  if (workspace && !where.cuda) throw_value_error("workspace: only the CUDA backends take a workspace");
-  const std::optional<turboquant::Codebook> cb = codebook(l, centroids_a);
+  p->device = common_device({&query, &cache, &table, &lens, &out, lse ? &*lse : nullptr,
+                             workspace ? &*workspace : nullptr, rot ? &*rot : nullptr});
+  p->where = route(backend, p->device, query);
+  if (workspace && !p->where.cuda) throw_value_error("workspace: only the CUDA backends take a workspace");
+  p->codebook = codebook(l, centroids_a);
 
-  turboquant::DecodeArgs args;
+  turboquant::DecodeArgs& args = p->args;
   args.query = query.in();
   args.query_dtype = query.dtype();
   args.batch = as_int("B", B);
@@ -141,20 +162,57 @@ void decode(const PyLayout& l, const InArray& query_a, const InArray& cache_a, c
   args.out = out.out();
   args.out_dtype = out.dtype();
   if (lse) args.lse = lse->out();
-  args.codebook = cb ? &*cb : nullptr;
+  args.codebook = p->codebook ? &*p->codebook : nullptr;
   if (rot) args.rotation = rot->in();
   args.check_finite = check_finite;
-  const turboquant::ConstCacheView view = cache_view(l, cache);
-  const BackendOptions options = host_options(threads);
+  p->view = cache_view(l, cache);
+  p->options = host_options(threads);
+  if (workspace) p->workspace = workspace->out();
+}
 
+void decode(const PyLayout& l, const InArray& query, const InArray& cache, const InArray& table, const InArray& lens,
+            double scale, int num_splits, const OutArray& out, const std::optional<OutArray>& lse,
+            const std::string& backend, std::uintptr_t stream, const std::optional<OutArray>& workspace,
+            const std::optional<InArray>& centroids, const std::optional<InArray>& rotation, int threads,
+            bool check_finite) {
+  PreparedDecode p;
+  prepare_decode(&p, l, query, cache, table, lens, scale, num_splits, out, lse, backend, workspace, centroids,
+                 rotation, threads, check_finite);
   Status s;
   {
     nb::gil_scoped_release release;
-    s = where.cuda ? cuda_decode(view, args, where.fast, device.id, stream,
-                                 workspace ? workspace->out() : turboquant::MutableBuffer{})
-                   : where.host->decode(view, args, options);
+    s = p.run(stream);
   }
   check(s, "decode");
+}
+
+// For the Python-overhead benchmark (docs/PERFORMANCE.md): the host time of
+// `calls` library calls with the same arguments, each timed alone (the device
+// is drained between calls, outside the timed region, so the launch queue
+// never fills and the host time is not the GPU's).
+std::vector<std::int64_t> decode_call_ns(const PyLayout& l, const InArray& query, const InArray& cache,
+                                         const InArray& table, const InArray& lens, double scale, int num_splits,
+                                         const OutArray& out, const std::optional<OutArray>& lse,
+                                         const std::string& backend, std::uintptr_t stream,
+                                         const std::optional<OutArray>& workspace, int calls) {
+  PreparedDecode p;
+  prepare_decode(&p, l, query, cache, table, lens, scale, num_splits, out, lse, backend, workspace, std::nullopt,
+                 std::nullopt, 0, true);
+  std::vector<std::int64_t> ns;
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    for (int i = 0; i < calls && s.ok(); ++i) {
+      s = device_synchronize(p.device);
+      const auto t0 = std::chrono::steady_clock::now();
+      if (s.ok()) s = p.run(stream);
+      const auto t1 = std::chrono::steady_clock::now();
+      ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+    }
+    if (s.ok()) s = device_synchronize(p.device);
+  }
+  check(s, "decode");
+  return ns;
 }
 
 void encode(const PyLayout& l, const OutArray& cache_a, const InArray& keys_a, const InArray& values_a,
@@ -254,6 +312,9 @@ void bind_ops(nb::module_& m) {
   m.def("_dequantize", &dequantize, nb::arg("layout"), nb::arg("kv_cache"), nb::arg("slots"), nb::arg("keys"),
         nb::arg("values"), nb::arg("basis"), nb::arg("backend"), nb::arg("centroids").none(),
         nb::arg("rotation").none(), nb::arg("threads"));
+  m.def("_decode_call_ns", &decode_call_ns, nb::arg("layout"), nb::arg("query"), nb::arg("kv_cache"),
+        nb::arg("block_table"), nb::arg("seq_lens"), nb::arg("scale"), nb::arg("num_splits"), nb::arg("out"),
+        nb::arg("lse").none(), nb::arg("backend"), nb::arg("stream"), nb::arg("workspace").none(), nb::arg("calls"));
   m.def("decode_workspace_bytes", &cuda_decode_workspace_bytes, nb::arg("batch"), nb::arg("num_q_heads"),
         nb::arg("num_splits"), nb::arg("head_dim"),
         "Bytes of the CUDA decode workspace for up to `batch` sequences (0 without the CUDA backend).");

@@ -79,6 +79,14 @@ Status cuda_decode(const turboquant::ConstCacheView& cache, const turboquant::De
   return s;
 }
 
+Status device_synchronize(const Device& device) {
+  if (!device.cuda) return Status();
+  DeviceGuard guard(device.id);
+  if (guard.status() != cudaSuccess) return device_error("cudaSetDevice", guard.status());
+  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return device_error("cudaDeviceSynchronize", e);
+  return Status();
+}
+
 Status cuda_encode(const turboquant::CacheView& cache, const turboquant::EncodeArgs& args, int device,
                    std::uintptr_t stream) {
   DeviceGuard guard(device);

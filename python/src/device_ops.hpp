@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "arrays.hpp"
 #include "turboquant/cache_view.hpp"
 #include "turboquant/decode.hpp"
 #include "turboquant/encode.hpp"
@@ -30,6 +31,9 @@ std::size_t cuda_decode_workspace_bytes(int batch, int num_q_heads, int num_spli
 // Enqueues the encode on `stream` with `device` current.
 turboquant::Status cuda_encode(const turboquant::CacheView& cache, const turboquant::EncodeArgs& args, int device,
                                std::uintptr_t stream);
+
+// Waits for everything queued on `device` (CPU: nothing to wait for).
+turboquant::Status device_synchronize(const Device& device);
 
 // The kernel a decode uses ("cuda:fast" or "cuda:strict").
 const char* cuda_decode_kernel(const turboquant::ConstCacheView& cache, const turboquant::DecodeArgs& args, bool fast);

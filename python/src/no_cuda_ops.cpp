@@ -19,6 +19,9 @@ turboquant::Status cuda_decode(const turboquant::ConstCacheView&, const turboqua
                                std::uintptr_t, turboquant::MutableBuffer) {
   return not_built();
 }
+turboquant::Status device_synchronize(const Device& device) {
+  return device.cuda ? not_built() : turboquant::Status();
+}
 turboquant::Status cuda_encode(const turboquant::CacheView&, const turboquant::EncodeArgs&, int, std::uintptr_t) {
   return not_built();
 }

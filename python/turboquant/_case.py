@@ -51,6 +51,33 @@ class Case:
         """(query, kv_cache, block_table, seq_lens, layout) for turboquant.decode."""
         return self.query, self.kv_cache, self.block_table, self.seq_lens, self.layout
 
+    def decode(self, **kwargs):
+        """turboquant.decode of the case (its scale and num_splits unless given)."""
+        from . import decode
+        kwargs.setdefault("scale", self.scale)
+        kwargs.setdefault("num_splits", self.num_splits)
+        return decode(*self.decode_args(), **kwargs)
+
+    def validate(self, output=None, **kwargs):
+        """turboquant.validate of ``output`` (default: the case's expected_out) with the
+        case's scale, num_splits, stored K/V (for the format error) and reference_out_f64:
+        the numbers and verdict of ``tq validate DIR``."""
+        from . import validate
+        if output is None:
+            output = self.expected_out
+            kwargs.setdefault("output_name", "expected_out.npy")
+        if output is None:
+            raise ValueError(f"output: the case {self.path!r} has no expected_out.npy: pass the output to check")
+        kwargs.setdefault("scale", self.scale)
+        kwargs.setdefault("num_splits", self.num_splits)
+        if self.keys is not None and self.values is not None and self.slot_mapping is not None:
+            kwargs.setdefault("keys", self.keys)
+            kwargs.setdefault("values", self.values)
+            kwargs.setdefault("slot_mapping", self.slot_mapping)
+        if self.reference_out_f64 is not None:
+            kwargs.setdefault("reference_out_f64", self.reference_out_f64)
+        return validate(output, *self.decode_args(), **kwargs)
+
     def __repr__(self):
         present = [n for n in _ARRAYS if getattr(self, n) is not None]
         return f"turboquant.Case({self.path!r}, {self.layout!r}, arrays={present})"

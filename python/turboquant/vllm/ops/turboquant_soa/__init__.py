@@ -1,0 +1,1 @@
+"""Mirrors vllm.v1.attention.ops.turboquant_soa (the SoA TurboQuant launchers)."""

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# `pip install .` of the source tree into a fresh virtual environment, then the
+# five lines of docs/PYTHON.md ("decode and validate a vLLM cache") in it.
+#   pip_install_fresh_venv.sh SOURCE_DIR WORK_DIR [PYTHON]
+# Build isolation fetches scikit-build-core and nanobind from PyPI, as on a user's
+# machine. TQ_PIP_OFFLINE=1 (a machine without PyPI) makes the venv see the
+# system's packages and builds without isolation; TQ_PIP_CUDA=ON builds the CUDA
+# backend too (off by default: CI has nvcc but no GPU, and the CUDA build is the
+# longest part).
+set -euo pipefail
+src=$1
+work=$2
+python=${3:-python3}
+rm -rf "$work"
+mkdir -p "$work"
+venv_args=()
+pip_args=(-q)
+if [ -n "${TQ_PIP_OFFLINE:-}" ]; then
+  venv_args+=(--system-site-packages)
+  pip_args+=(--no-build-isolation --no-index)
+fi
+"$python" -m venv "${venv_args[@]}" "$work/venv"
+start=$SECONDS
+"$work/venv/bin/pip" install "${pip_args[@]}" "$src" \
+  -C "cmake.define.TURBOQUANT_ENABLE_CUDA=${TQ_PIP_CUDA:-OFF}" -C "build-dir=$work/build"
+echo "pip install: $((SECONDS - start)) s"
+cd "$work"  # not the source tree: the installed package must be the one imported
+"$work/venv/bin/python" - "$src/tests/data/vllm-aos/a01_4bit_nc_d128_bs16_gqa4" <<'PY'
+import sys
+import turboquant as tq
+case = tq.load_case(sys.argv[1])
+out = case.decode()
+print(case.validate(case.expected_out))
+assert case.validate(case.expected_out).ok and case.validate(out).ok
+print("installed at", tq.__file__)
+assert "/venv/" in tq.__file__, tq.__file__
+PY

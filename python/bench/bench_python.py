@@ -1,0 +1,170 @@
+"""The Python package's cost on the GPU (docs/PERFORMANCE.md, issue 14):
+
+1. overhead: host time per eager CUDA ``turboquant.decode`` call (1 x 4096, median of
+   1,000 calls, each alone: the device is drained between calls) minus the host time
+   of the library's C++ ``cuda::decode`` with the same arguments, timed the same way
+   inside the extension (``_decode_call_ns``).
+2. drop-in: the seed's ``triton_turboquant_decode_attention_v2`` (turboquant.vllm) on
+   torch CUDA tensors, Hq 32, Hk 8, D 128, bf16 query, 4bit_nc SoA, 32 splits:
+   CUDA-graph replay (like bench_gpu: cache copies filling 384 MiB, so reads come from
+   HBM) at 16 x 32768 and 1 x 4096, and eager calls at 16 x 32768, against bench_gpu's
+   fast row of the same shape (``--bench-gpu-csv``, from the same machine and run).
+
+    python bench_python.py [--bench-gpu-csv FILE] [--calls 1000] [--reps 50]
+Prints one line per measurement and, with --bench-gpu-csv, the ratios."""
+
+import argparse
+import csv
+import statistics
+import time
+
+import numpy as np
+import torch
+
+import turboquant as tq
+from turboquant import _turboquant as ext
+from turboquant.vllm.ops.turboquant_soa.triton_turboquant_decode_v2 import triton_turboquant_decode_attention_v2
+
+HQ, HK, D, BS, SPLITS = 32, 8, 128, 16, 32
+
+
+def make(batch, seq, preset="turboquant_4bit_nc", copies_bytes=384 << 20):
+    """A layout, `copies` caches of batch x seq random tokens, table, lens, bf16 query."""
+    layout = tq.Layout(preset, D, BS, HK)
+    blocks_per_seq = -(-seq // BS)
+    num_blocks = batch * blocks_per_seq + 1
+    g = torch.Generator(device="cuda").manual_seed(1)
+    cache = torch.zeros(layout.cache_shape(num_blocks), dtype=torch.uint8, device="cuda")
+    n = batch * blocks_per_seq * BS
+    chunk = 1 << 16
+    for start in range(0, n, chunk):  # encode in chunks (bounded K/V memory)
+        m = min(chunk, n - start)
+        k = torch.randn(m, HK, D, generator=g, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn(m, HK, D, generator=g, device="cuda", dtype=torch.bfloat16)
+        tq.encode(cache, k, v, torch.arange(start, start + m, device="cuda", dtype=torch.int64), layout)
+    copies = max(1, copies_bytes // cache.numel())
+    caches = [cache] + [cache.clone() for _ in range(copies - 1)]
+    perm = torch.randperm(batch * blocks_per_seq, generator=torch.Generator().manual_seed(5))
+    table = perm.to(torch.int32).reshape(batch, blocks_per_seq).cuda()
+    lens = torch.full((batch,), seq, dtype=torch.int32, device="cuda")
+    query = torch.randn(batch, HQ, D, generator=g, device="cuda").to(torch.bfloat16)
+    return layout, caches, table, lens, query
+
+
+def overhead(calls):
+    layout, caches, table, lens, query = make(1, 4096, copies_bytes=0)
+    cache = caches[0]
+    out = torch.empty(query.shape, dtype=torch.bfloat16, device="cuda")
+    lse = torch.empty(query.shape[:2], device="cuda")
+    ws = torch.empty(tq.decode_workspace_bytes(1, HQ, SPLITS, D), dtype=torch.uint8, device="cuda")
+    scale = D ** -0.5
+    stream = torch.cuda.current_stream().cuda_stream
+    for _ in range(20):
+        tq.decode(query, cache, table, lens, layout, scale, SPLITS, out=out, lse=lse, workspace=ws)
+    cxx = ext._decode_call_ns(layout, query, cache, table, lens, scale, SPLITS, out, lse, "cuda", stream, ws, calls)
+    py, py_alloc = [], []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter_ns()
+        tq.decode(query, cache, table, lens, layout, scale, SPLITS, out=out, lse=lse, workspace=ws)
+        py.append(time.perf_counter_ns() - t0)
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter_ns()
+        tq.decode(query, cache, table, lens, layout, scale, SPLITS)
+        py_alloc.append(time.perf_counter_ns() - t0)
+    torch.cuda.synchronize()
+    med = lambda x: statistics.median(x) / 1e3  # noqa: E731
+    print(f"overhead 1x4096: C++ cuda::decode {med(cxx):.2f} us, turboquant.decode(out=, workspace=) {med(py):.2f} us "
+          f"-> Python overhead {med(py) - med(cxx):.2f} us (median of {calls}); "
+          f"without out/workspace {med(py_alloc):.2f} us")
+    return med(py) - med(cxx)
+
+
+def v2_call(layout, cache, table, lens, query, pi, centroids, out, lse):
+    return triton_turboquant_decode_attention_v2(
+        query, cache, table, lens, pi, centroids, D ** -0.5, 4, layout.key_packed_size, 4,
+        layout.value_data_bytes + 4, key_fp8=False, norm_correction=True, PiT=pi, output_buf=out, lse_buf=lse,
+        max_num_kv_splits=SPLITS)
+
+
+def hadamard():
+    h = np.ones((1, 1))
+    while h.shape[0] < D:
+        h = np.block([[h, h], [h, -h]])
+    return torch.tensor(h / np.sqrt(D), dtype=torch.float32, device="cuda")
+
+
+def drop_in(batch, seq, reps, eager):
+    layout, caches, table, lens, query = make(batch, seq)
+    pi, centroids = hadamard(), torch.from_numpy(tq.codebook(4, D).centroids).cuda()
+    out = torch.empty(query.shape, dtype=torch.bfloat16, device="cuda")
+    lse = torch.empty(query.shape[:2], device="cuda")
+    for c in caches[:3]:
+        v2_call(layout, c, table, lens, query, pi, centroids, out, lse)
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        for c in caches:
+            v2_call(layout, c, table, lens, query, pi, centroids, out, lse)
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ms = []
+    for i in range(reps + 3):
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        if i >= 3:
+            ms.append(a.elapsed_time(b))
+    graph_us = statistics.median(ms) * 1e3 / len(caches)
+    print(f"drop-in v2 {batch}x{seq} graph: {graph_us:.1f} us per call ({len(caches)} cache copies, median of {reps})")
+    eager_us = None
+    if eager:
+        ms = []
+        for i in range(reps + 3):
+            a.record()
+            for _ in range(20):
+                v2_call(layout, caches[0], table, lens, query, pi, centroids, out, lse)
+            b.record()
+            b.synchronize()
+            if i >= 3:
+                ms.append(a.elapsed_time(b))
+        eager_us = statistics.median(ms) * 1e3 / 20
+        print(f"drop-in v2 {batch}x{seq} eager: {eager_us:.1f} us per call (20 back-to-back calls, median of {reps})")
+    return graph_us, eager_us
+
+
+def bench_gpu_rows(path):
+    rows = {}
+    with open(path) as f:
+        for r in csv.reader(f):
+            if len(r) >= 2 and r[0].startswith("decode fast") and (len(r) < 5 or r[4] == "soa"):
+                rows[" ".join(r[0].split())] = float(r[1])
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bench-gpu-csv")
+    p.add_argument("--calls", type=int, default=1000)
+    p.add_argument("--reps", type=int, default=50)
+    o = p.parse_args()
+    print(torch.cuda.get_device_name(), "torch", torch.__version__)
+    overhead(o.calls)
+    big = drop_in(16, 32768, o.reps, eager=True)
+    small = drop_in(1, 4096, o.reps, eager=False)
+    if o.bench_gpu_csv:
+        ref = bench_gpu_rows(o.bench_gpu_csv)
+        for name, ours in (("decode fast 4bit_nc 16x32768", big[0]), ("decode fast 4bit_nc 1x4096", small[0])):
+            if name in ref:
+                print(f"ratio graph {name}: drop-in {ours:.1f} us / bench_gpu {ref[name]:.1f} us = {ours / ref[name]:.3f}")
+        name = "decode fast 4bit_nc 16x32768"
+        if name in ref:
+            print(f"ratio eager {name}: drop-in {big[1]:.1f} us / bench_gpu graph {ref[name]:.1f} us = "
+                  f"{big[1] / ref[name]:.3f}")
+
+
+if __name__ == "__main__":
+    main()

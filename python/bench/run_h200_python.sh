@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The Python package on the GPU machine, logs to $OUT: build the extension (CUDA),
+# pytest (CPU and CUDA tests), bench_gpu + bench_python.py (docs/PERFORMANCE.md),
+# and a fresh-venv `pip install .` with the CUDA backend (offline: no build isolation).
+#   bash python/bench/run_h200_python.sh [steps]   steps: build,pytest,bench,pip (default all)
+set -u
+steps=${1:-build,pytest,bench,pip}
+has() { [[ ",$steps," == *",$1,"* ]]; }
+OUT=${OUT:-/tmp/tq-out}
+mkdir -p "$OUT"
+source .gpu-deps/setup.sh > "$OUT/setup.log" 2>&1
+B=build-py-gpu
+PY=$(command -v python3)
+log() { echo "== [$SECONDS s] $*" | tee -a "$OUT/info.log"; }
+if has build; then
+  log build
+  cmake -S . -B $B -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release -DTURBOQUANT_ENABLE_CUDA=ON \
+    -DTURBOQUANT_ENABLE_PYTHON=ON -DPython_EXECUTABLE="$PY" -DTURBOQUANT_ENABLE_TESTS=OFF > "$OUT/build.log" 2>&1 &&
+    cmake --build $B -j16 --target _turboquant tq bench_gpu >> "$OUT/build.log" 2>&1
+  log "build rc=$?"; tail -3 "$OUT/build.log"
+fi
+if has pytest; then
+  log pytest
+  PYTHONPATH=$B/python TQ_BIN=$B/tools/tq/tq timeout 240 "$PY" -m pytest python/tests -q -p no:cacheprovider -rs \
+    > "$OUT/pytest.log" 2>&1
+  log "pytest rc=$?"; tail -15 "$OUT/pytest.log"
+fi
+if has bench; then
+  log bench
+  timeout 120 $B/bench/gpu/bench_gpu --mode fast --preset 4bit_nc --shape 16x32768,1x4096 --layout soa \
+    --csv "$OUT/bench_gpu.csv" > "$OUT/bench_gpu.log" 2>&1
+  log "bench_gpu rc=$?"; cat "$OUT/bench_gpu.log" | head -20
+  PYTHONPATH=$B/python timeout 180 "$PY" python/bench/bench_python.py --bench-gpu-csv "$OUT/bench_gpu.csv" \
+    > "$OUT/bench_python.log" 2>&1
+  log "bench_python rc=$?"; cat "$OUT/bench_python.log"
+fi
+if has pip; then
+  log pip
+  TQ_PIP_OFFLINE=1 TQ_PIP_CUDA=ON timeout 300 bash tests/python/pip_install_fresh_venv.sh "$PWD" /tmp/tq-pip "$PY" \
+    > "$OUT/pip.log" 2>&1
+  log "pip rc=$?"; tail -20 "$OUT/pip.log"
+fi

@@ -1,0 +1,344 @@
+"""The package on torch tensors (CPU and CUDA): the torch ops (opcheck,
+torch.compile, CUDA graphs), decode/encode on CUDA against the golden model,
+and the vLLM drop-ins on the shared vLLM cases. Skipped without torch; the CUDA
+tests also without a GPU or a CUDA build."""
+
+import glob
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import turboquant as tq  # noqa: E402
+import turboquant.torch as tqt  # noqa: E402
+
+DATA = os.environ.get("TQ_TEST_DATA", os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data"))
+SOA = sorted(glob.glob(os.path.join(DATA, "vllm-soa", "*", "meta.json")))
+AOS = sorted(glob.glob(os.path.join(DATA, "vllm-aos", "*", "meta.json")))
+CASES = [os.path.dirname(p) for p in SOA + AOS]
+
+cuda = pytest.mark.skipif(not (torch.cuda.is_available() and tq.cuda_built()), reason="needs a GPU and a CUDA build")
+
+
+def rel_l2(got, want):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def golden(case, **kw):
+    return tq.decode(*case.decode_args(), scale=case.scale, num_splits=case.num_splits, backend="cpu-ref", **kw)
+
+
+def on(device, case):
+    t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
+    return t(case.query), t(case.kv_cache), t(case.block_table), t(case.seq_lens)
+
+
+# --- torch ops -------------------------------------------------------------------------------
+
+def small_case():
+    return tq.load_case(CASES[0])
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
+def test_torch_decode_op_equals_golden_and_passes_opcheck(device):
+    case = small_case()
+    q, cache, table, lens = on(device, case)
+    out = tqt.decode(q, cache, table, lens, case.layout, case.scale, case.num_splits,
+                     backend="cuda-strict" if device == "cuda" else None)
+    np.testing.assert_array_equal(out.cpu().numpy(), golden(case))
+    B, Hq, D = q.shape
+    out = torch.empty(B, Hq, D, device=device)
+    lse = torch.empty(B, Hq, device=device)
+    fields = tqt._layout_fields(case.layout)
+    torch.library.opcheck(torch.ops.turboquant.decode.default,
+                          (q, cache, table, lens, *fields, case.scale, case.num_splits, out, lse, ""))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
+def test_torch_encode_op_equals_golden_and_passes_opcheck(device):
+    case = small_case()
+    want = np.zeros_like(case.kv_cache)
+    tq.encode(want, case.keys, case.values, case.slot_mapping, case.layout, backend="cpu-ref")
+    cache = torch.zeros(case.kv_cache.shape, dtype=torch.uint8, device=device)
+    keys, values = (torch.from_numpy(a).to(device) for a in (case.keys, case.values))
+    slots = torch.from_numpy(case.slot_mapping).to(device)
+    tqt.encode(cache, keys, values, slots, case.layout)
+    np.testing.assert_array_equal(cache.cpu().numpy(), want)
+    torch.library.opcheck(torch.ops.turboquant.encode.default,
+                          (cache, keys, values, slots, *tqt._layout_fields(case.layout), ""))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
+def test_torch_compile_fullgraph(device):
+    case = small_case()
+    q, cache, table, lens = on(device, case)
+    layout = case.layout
+    backend = "cuda-strict" if device == "cuda" else None
+
+    @torch.compile(fullgraph=True)
+    def attend(q, cache, table, lens):
+        return tqt.decode(q * 1.0, cache, table, lens, layout, case.scale, case.num_splits, backend=backend) + 0.0
+
+    np.testing.assert_array_equal(attend(q, cache, table, lens).cpu().numpy(), golden(case))
+
+
+@cuda
+def test_cuda_graph_capture_and_replay_with_new_contents():
+    case = tq.load_case([c for c in CASES if "a01" in c][0])
+    q, cache, table, lens = on("cuda", case)
+    out = torch.empty(q.shape, device="cuda")
+    ws = torch.empty(tq.decode_workspace_bytes(q.shape[0], q.shape[1], case.num_splits, case.layout.head_dim),
+                     dtype=torch.uint8, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm-up outside the capture
+        tq.decode(q, cache, table, lens, case.layout, case.scale, case.num_splits, out=out, workspace=ws,
+                  backend="cuda-strict")
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        tq.decode(q, cache, table, lens, case.layout, case.scale, case.num_splits, out=out, workspace=ws,
+                  backend="cuda-strict")
+    q.mul_(-1.0)  # new contents, same buffers
+    g.replay()
+    torch.cuda.synchronize()
+    flipped = tq.decode(-case.query, case.kv_cache, case.block_table, case.seq_lens, case.layout, case.scale,
+                        case.num_splits, backend="cpu-ref")
+    np.testing.assert_array_equal(out.cpu().numpy(), flipped)
+    # The torch op allocates its workspace through torch: capturable as well.
+    g2 = torch.cuda.CUDAGraph()
+    out2 = torch.empty(q.shape, device="cuda")
+    with torch.cuda.graph(g2):
+        tqt.decode(q, cache, table, lens, case.layout, case.scale, case.num_splits, out=out2, backend="cuda-strict")
+    g2.replay()
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(out2.cpu().numpy(), flipped)
+
+
+@cuda
+def test_capture_without_workspace_is_a_clear_error():
+    case = small_case()
+    q, cache, table, lens = on("cuda", case)
+    out = torch.empty(q.shape, device="cuda")
+    tq.decode(q, cache, table, lens, case.layout, case.scale, out=out)  # warm-up
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(ValueError, match="workspace"):
+        with torch.cuda.graph(g):
+            tq.decode(q, cache, table, lens, case.layout, case.scale, out=out)
+
+
+# --- CUDA backends on the shared cases ------------------------------------------------------
+
+@cuda
+@pytest.mark.parametrize("path", CASES, ids=os.path.basename)
+def test_cuda_decode_on_cases(path):
+    case = tq.load_case(path)
+    q, cache, table, lens = on("cuda", case)
+    want = golden(case)
+    lse = torch.empty(q.shape[:2], device="cuda")
+    strict = tq.decode(q, cache, table, lens, case.layout, case.scale, case.num_splits, lse=lse,
+                       backend="cuda-strict")
+    np.testing.assert_array_equal(strict.cpu().numpy(), want)
+    want_lse = np.empty(case.query.shape[:2], np.float32)
+    golden(case, lse=want_lse)
+    np.testing.assert_array_equal(lse.cpu().numpy(), want_lse)
+    fast = tq.decode(q, cache, table, lens, case.layout, case.scale, case.num_splits)
+    bound = 1.25e-3 if "a05" in path else 1e-3  # finding F11 (tests/common/fast_tolerance.hpp)
+    assert rel_l2(fast.cpu().numpy(), want) <= bound
+    assert case.validate(fast).vs_golden.rel_l2 <= bound
+    # on a non-default stream, bfloat16 query and output
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        out = torch.empty(q.shape, dtype=torch.bfloat16, device="cuda")
+        tq.decode(q.to(torch.bfloat16), cache, table, lens, case.layout, case.scale, case.num_splits, out=out)
+    s.synchronize()
+    assert rel_l2(out.float().cpu().numpy(), want) < 2e-2
+
+
+@cuda
+@pytest.mark.parametrize("path", CASES, ids=os.path.basename)
+def test_cuda_encode_on_cases_equals_golden(path):
+    case = tq.load_case(path)
+    want = np.zeros_like(case.kv_cache)
+    tq.encode(want, case.keys, case.values, case.slot_mapping, case.layout, backend="cpu-ref")
+    cache = torch.zeros(case.kv_cache.shape, dtype=torch.uint8, device="cuda")
+    for dtype in (torch.float32, torch.bfloat16):  # the case's K/V are bf16-exact
+        cache.zero_()
+        tq.encode(cache, torch.from_numpy(case.keys).to("cuda", dtype), torch.from_numpy(case.values).to("cuda", dtype),
+                  torch.from_numpy(case.slot_mapping).cuda(), case.layout)
+        np.testing.assert_array_equal(cache.cpu().numpy(), want)
+
+
+@cuda
+def test_cuda_bad_inputs():
+    case = small_case()
+    q, cache, table, lens = on("cuda", case)
+    with pytest.raises(ValueError, match="one device"):
+        tq.decode(q, cache, table.cpu(), lens, case.layout)
+    with pytest.raises(ValueError, match="CPU array"):
+        tq.decode(*case.decode_args(), backend="cuda")
+    with pytest.raises(ValueError, match="cuda:0"):
+        tq.decode(q, cache, table, lens, case.layout, backend="cpu")
+    with pytest.raises(ValueError, match="C-contiguous"):
+        tq.decode(q.transpose(0, 1).contiguous().transpose(0, 1), cache, table, lens, case.layout)
+    out = torch.full(q.shape, 7.0, device="cuda")
+    with pytest.raises(ValueError, match="workspace"):
+        tq.decode(q, cache, table, lens, case.layout, out=out, workspace=torch.empty(16, dtype=torch.uint8,
+                                                                                       device="cuda"))
+    assert bool((out == 7.0).all())
+
+
+@cuda
+def test_cuda_concurrent_threads():
+    from concurrent.futures import ThreadPoolExecutor
+    case = small_case()
+    q, cache, table, lens = on("cuda", case)
+    want = golden(case)
+
+    def one(_):
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            out = tq.decode(q, cache, table, lens, case.layout, case.scale, case.num_splits, backend="cuda-strict")
+        s.synchronize()
+        return out.cpu().numpy()
+
+    with ThreadPoolExecutor(8) as pool:
+        for got in pool.map(one, range(32)):
+            np.testing.assert_array_equal(got, want)
+
+
+# --- vLLM drop-ins --------------------------------------------------------------------------
+
+def vllm_args(case, device):
+    """What vLLM's backend passes: bf16 K/V and query, Hadamard Pi (= PiT), fp32 centroids
+    and midpoints, the preset's bit widths."""
+    D = case.layout.head_dim
+    h = np.ones((1, 1))
+    while h.shape[0] < D:
+        h = np.block([[h, h], [h, -h]])
+    pi = torch.tensor(h / np.sqrt(D), dtype=torch.float32, device=device)
+    bits = case.layout.value_bits if case.layout.fp8_keys else case.layout.key_bits
+    cb = tq.codebook(bits, D)
+    return dict(Pi=pi, centroids=torch.from_numpy(cb.centroids).to(device),
+                midpoints=torch.from_numpy(cb.midpoints).to(device),
+                mse_bits=0 if case.layout.fp8_keys else case.layout.key_bits,
+                key_packed_size=case.layout.key_packed_size, value_quant_bits=case.layout.value_bits,
+                key_fp8=case.layout.fp8_keys, norm_correction=case.layout.norm_correction)
+
+
+def drop_in_device():
+    return "cuda" if torch.cuda.is_available() and tq.cuda_built() else "cpu"
+
+
+@pytest.mark.parametrize("path", CASES, ids=os.path.basename)
+def test_vllm_store_drop_ins_write_the_golden_bytes(path):
+    from turboquant.vllm.ops import triton_turboquant_store as aos_store
+    from turboquant.vllm.ops.turboquant_soa import triton_turboquant_store as soa_store
+    case = tq.load_case(path)
+    if case.layout.fp8_format == "e4b15":
+        pytest.skip("e4b15 is written on GPUs below sm_89 only")
+    device = drop_in_device()
+    a = vllm_args(case, device)
+    want = np.zeros_like(case.kv_cache)
+    tq.encode(want, case.keys, case.values, case.slot_mapping, case.layout, backend="cpu-ref")
+    cache = torch.zeros(case.kv_cache.shape, dtype=torch.uint8, device=device)
+    key = torch.from_numpy(case.keys).to(device, torch.bfloat16)
+    value = torch.from_numpy(case.values).to(device, torch.bfloat16)
+    slots = torch.from_numpy(case.slot_mapping).to(device)
+    if case.layout.layout == "aos":
+        r = aos_store.triton_turboquant_store(key, value, cache, slots, a["Pi"], a["midpoints"], a["mse_bits"],
+                                              a["key_packed_size"], a["value_quant_bits"], a["key_fp8"])
+    else:
+        r = soa_store.triton_turboquant_store(key, value, cache, slots, a["Pi"], a["midpoints"], a["mse_bits"],
+                                              a["key_packed_size"], a["value_quant_bits"], a["key_fp8"],
+                                              centroids=a["centroids"], norm_correction=a["norm_correction"])
+    assert r is None
+    np.testing.assert_array_equal(cache.cpu().numpy(), want)
+
+
+@pytest.mark.parametrize("path", CASES, ids=os.path.basename)
+@pytest.mark.parametrize("strict", [False, True], ids=["fast", "strict"])
+def test_vllm_decode_drop_ins_on_cases(path, strict, monkeypatch):
+    from turboquant.vllm.ops import triton_turboquant_decode as aos_decode
+    from turboquant.vllm.ops.turboquant_soa import triton_turboquant_decode as soa_v1
+    from turboquant.vllm.ops.turboquant_soa import triton_turboquant_decode_v2 as soa_v2
+    case = tq.load_case(path)
+    device = drop_in_device()
+    if strict:
+        monkeypatch.setenv("TURBOQUANT_VLLM_BACKEND", "cuda-strict")
+    if case.layout.fp8_format == "e4b15" and device == "cuda" and torch.cuda.get_device_capability() >= (8, 9):
+        pytest.skip("the drop-in reads e4b15 caches on GPUs below sm_89 only (vLLM's rule)")
+    a = vllm_args(case, device)
+    q, cache, table, lens = on(device, case)
+    want = golden(case)
+    B, Hq, D = q.shape
+    calls = []
+    if case.layout.layout == "aos":
+        def aos(**kw):
+            return aos_decode.triton_turboquant_decode_attention(
+                q, cache, table, lens, a["Pi"], a["centroids"], case.scale, a["mse_bits"], a["key_packed_size"],
+                a["value_quant_bits"], key_fp8=a["key_fp8"], norm_correction=a["norm_correction"], PiT=a["Pi"],
+                max_num_kv_splits=case.num_splits, **kw)
+        calls.append(("aos", aos))
+    else:
+        def v1(**kw):
+            return soa_v1.triton_turboquant_decode_attention(
+                q, cache, table, lens, a["Pi"], a["centroids"], case.scale, a["mse_bits"], a["key_packed_size"],
+                a["value_quant_bits"], key_fp8=a["key_fp8"], norm_correction=a["norm_correction"], PiT=a["Pi"],
+                max_num_kv_splits=case.num_splits, **kw)
+
+        def v2(**kw):
+            return soa_v2.triton_turboquant_decode_attention_v2(
+                q, cache, table, lens, a["Pi"], a["centroids"], case.scale, a["mse_bits"], a["key_packed_size"],
+                a["value_quant_bits"], case.layout.value_data_bytes + 4, key_fp8=a["key_fp8"],
+                norm_correction=a["norm_correction"], PiT=a["Pi"], max_num_kv_splits=case.num_splits, **kw)
+        calls += [("v1", v1), ("v2", v2)]
+    for name, call in calls:
+        out = call()
+        assert out.dtype == q.dtype and tuple(out.shape) == (B, Hq, D)
+        got = out.float().cpu().numpy()
+        if strict and device == "cuda" or device == "cpu":
+            np.testing.assert_array_equal(got, want)
+        assert rel_l2(got, case.expected_out) <= 1e-3, name
+        # vLLM's buffers: output_buf reused (AoS: only in the query's dtype), lse written.
+        holder = type("Layer", (), {})()
+        output_buf = torch.empty(B + 2, Hq, D, dtype=q.dtype, device=device)
+        lse_buf = torch.full((B + 2, Hq), 123.0, device=device)
+        out = call(output_buf=output_buf, lse_buf=lse_buf, buf_holder=holder)
+        assert out.data_ptr() == output_buf.data_ptr()
+        assert not bool((lse_buf[:B] == 123.0).any()) and bool((lse_buf[B:] == 123.0).all())
+        assert not hasattr(holder, "_tq_output_buf")
+
+
+def test_vllm_drop_ins_refuse_what_they_cannot_honour():
+    from turboquant.vllm.ops import triton_turboquant_decode as aos_decode
+    from turboquant.vllm.ops.turboquant_soa import triton_turboquant_decode as soa_v1
+    case = tq.load_case([c for c in CASES if "a01" in c][0])
+    q, cache, table, lens = on("cpu", case)
+    a = vllm_args(case, "cpu")
+    base = (q, cache, table, lens, a["Pi"], a["centroids"], case.scale)
+    with pytest.raises(ValueError, match="norm_correction=False"):
+        aos_decode.triton_turboquant_decode_attention(*base, 4, a["key_packed_size"], 4, norm_correction=False)
+    with pytest.raises(ValueError, match="preset"):
+        aos_decode.triton_turboquant_decode_attention(*base, 2, a["key_packed_size"], 4, norm_correction=True)
+    with pytest.raises(ValueError, match="key_packed_size"):
+        aos_decode.triton_turboquant_decode_attention(*base, 4, 60, 4, norm_correction=True)
+    with pytest.raises(ValueError, match="sinks"):
+        soa_v1.triton_turboquant_decode_attention(*base, 4, a["key_packed_size"], 4, norm_correction=True,
+                                                  sinks=torch.zeros(q.shape[1]))
+    # A rotation that is not the Hadamard matrix is passed as the dense rotation: the result
+    # follows it (here a sign flip of the first axis, applied to the query and the cache alike
+    # would be needed to keep it; the decode must simply differ from the Hadamard one).
+    other = a["Pi"].clone()
+    other[0] = -other[0]
+    out = aos_decode.triton_turboquant_decode_attention(*base[:4], other, a["centroids"], case.scale, 4,
+                                                        a["key_packed_size"], 4, norm_correction=True, PiT=other)
+    assert rel_l2(out.float().numpy(), golden(case)) > 1e-3
+    # Centroids other than vLLM's are the codebook.
+    shifted = a["centroids"] * 1.5
+    out = aos_decode.triton_turboquant_decode_attention(*base[:5], shifted, case.scale, 4, a["key_packed_size"], 4,
+                                                        norm_correction=True, PiT=a["Pi"])
+    np.testing.assert_array_equal(out.float().numpy(), golden(case, centroids=shifted.numpy()))

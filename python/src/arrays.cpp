@@ -72,9 +72,11 @@ ArrayArg checked(const char* name, const Array& a, std::initializer_list<Elem> a
     }
     ++i, ++dim_name;
   }
-  // C order, element strides (size-1 dimensions may have any stride).
+  // C order, element strides (size-1 dimensions may have any stride; an empty
+  // array has no elements to misplace, and numpy gives it stride 0).
   std::int64_t expected = 1;
-  for (std::size_t d = a.ndim(); d-- > 0;) {
+  const bool empty = a.size() == 0;
+  for (std::size_t d = a.ndim(); d-- > 0 && !empty;) {
     if (r.shape[d] != 1 && a.stride(d) != expected) {
       throw nb::value_error((r.name + ": not C-contiguous (shape " + shape_string(r.shape) + ", stride " +
                              std::to_string(a.stride(d)) + " in dimension " + std::to_string(d) + ", expected " +

@@ -94,10 +94,12 @@ def encode(kv_cache, keys, values, slot_mapping, layout, backend=None, *, stream
     _check_layout(layout)
     for name, x in (("kv_cache", kv_cache), ("keys", keys), ("values", values), ("slot_mapping", slot_mapping)):
         _arrays.require_array(name, x)
+    _arrays.require_writable("kv_cache", kv_cache)
     slot_mapping = _as_int64(slot_mapping)
-    _ext._encode(layout, kv_cache, keys, values, slot_mapping, backend or "",
-                 _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids), rotation, int(threads),
-                 bool(check_finite))
+    dl = _arrays.dl
+    _ext._encode(layout, dl(kv_cache), dl(keys), dl(values), dl(slot_mapping), backend or "",
+                 _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids), _opt(rotation),
+                 _arrays.require_int32("threads", threads), bool(check_finite))
     return kv_cache
 
 
@@ -126,10 +128,38 @@ def decode(query, kv_cache, block_table, seq_lens, layout, scale=None, num_split
         if len(shape) != 3:
             raise ValueError(f"query: shape {list(shape)} has {len(shape)} dimensions, expected 3 [B, Hq, head_dim]")
         out = _arrays.empty(query, shape, "float32")
-    _ext._decode(layout, query, kv_cache, block_table, seq_lens, float(scale), int(num_splits), out, lse,
-                 backend or "", _arrays.stream_handle(stream, query), workspace, _host_centroids(centroids),
-                 rotation, int(threads), bool(check_finite))
+    else:
+        _arrays.require_writable("out", out)
+    if lse is not None:
+        _arrays.require_writable("lse", lse)
+    num_splits = _arrays.require_int32("num_splits", num_splits)
+    if workspace is None and backend in (None, "cuda", "cuda-strict", "cuda:fast", "cuda:strict"):
+        workspace = _torch_workspace(query, num_splits, layout.head_dim)
+    dl = _arrays.dl
+    _ext._decode(layout, dl(query), dl(kv_cache), dl(block_table), dl(seq_lens), float(scale), num_splits, dl(out),
+                 _opt(lse), backend or "", _arrays.stream_handle(stream, query), _opt(workspace),
+                 _host_centroids(centroids), _opt(rotation), _arrays.require_int32("threads", threads),
+                 bool(check_finite))
     return out
+
+
+def _opt(x):
+    return None if x is None else _arrays.dl(x)
+
+
+def _torch_workspace(query, num_splits, head_dim):
+    """For torch CUDA tensors: the decode workspace from torch's caching allocator (the
+    extension would otherwise take it from CUDA's stream-ordered pool, which returns its
+    memory at every synchronization). None while a graph is being captured: the
+    extension then refuses the call, naming workspace=."""
+    torch = _arrays.torch_module(query)
+    if torch is None or not query.is_cuda or torch.cuda.is_current_stream_capturing():
+        return None
+    shape = query.shape
+    if len(shape) != 3:
+        return None  # the extension names the problem
+    nbytes = _ext.decode_workspace_bytes(int(shape[0]), int(shape[1]), num_splits, head_dim)
+    return torch.empty(max(nbytes, 1), dtype=torch.uint8, device=query.device) if nbytes > 0 else None
 
 
 def dequantize(kv_cache, slots, layout, basis="original", *, backend=None, centroids=None, rotation=None,
@@ -147,8 +177,9 @@ def dequantize(kv_cache, slots, layout, basis="original", *, backend=None, centr
     shape = (n, layout.num_kv_heads, layout.head_dim)
     keys = _arrays.empty(kv_cache, shape, "float32")
     values = _arrays.empty(kv_cache, shape, "float32")
-    _ext._dequantize(layout, kv_cache, slots, keys, values, str(basis), backend or "", _host_centroids(centroids),
-                     rotation, int(threads))
+    dl = _arrays.dl
+    _ext._dequantize(layout, dl(kv_cache), dl(slots), dl(keys), dl(values), str(basis), backend or "",
+                     _host_centroids(centroids), _opt(rotation), _arrays.require_int32("threads", threads))
     return keys, values
 
 

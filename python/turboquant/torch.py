@@ -27,6 +27,7 @@ def _layout(preset: str, head_dim: int, block_size: int, num_kv_heads: int, layo
     return _ext.Layout(preset, head_dim, block_size, num_kv_heads, layout, fp8_format)
 
 
+@torch.compiler.assume_constant_result
 def _layout_fields(layout):
     if not isinstance(layout, _ext.Layout):
         raise TypeError(f"layout: expected a turboquant.Layout, got {type(layout).__name__}")
@@ -82,7 +83,7 @@ def decode(query: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tenso
     [B, Hq, D] when not given)."""
     fields = _layout_fields(layout)
     if scale is None:
-        scale = 1.0 / math.sqrt(layout.head_dim)
+        scale = 1.0 / math.sqrt(fields[1])
     if out is None:
         out = torch.empty(query.shape, dtype=torch.float32, device=query.device)
     torch.ops.turboquant.decode(query, kv_cache, block_table, seq_lens, *fields, float(scale), int(num_splits), out,

@@ -20,6 +20,14 @@ if [ -n "${TQ_PIP_OFFLINE:-}" ]; then
   pip_args+=(--no-build-isolation --no-index)
 fi
 "$python" -m venv "${venv_args[@]}" "$work/venv"
+if [ -n "${TQ_PIP_OFFLINE:-}" ]; then
+  # When $python is itself a virtual environment (the GPU machine's torch venv),
+  # --system-site-packages reaches only the base interpreter's packages: add the
+  # parent environment's too (scikit-build-core, nanobind, numpy, torch).
+  parent=$("$python" -c 'import site; print(site.getsitepackages()[0])')
+  child=$("$work/venv/bin/python" -c 'import site; print(site.getsitepackages()[0])')
+  echo "$parent" > "$child/_parent_env.pth"
+fi
 start=$SECONDS
 "$work/venv/bin/pip" install "${pip_args[@]}" "$src" \
   -C "cmake.define.TURBOQUANT_ENABLE_CUDA=${TQ_PIP_CUDA:-OFF}" -C "build-dir=$work/build"

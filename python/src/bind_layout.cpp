@@ -59,12 +59,19 @@ PyLayout make_layout(const std::string& preset, int head_dim, int block_size, in
 }
 
 void bind_layout(nb::module_& m) {
-  nb::class_<PyLayout>(m, "Layout",
+  nb::class_<PyLayout>(m, "_Layout",
                        "A TurboQuant cache's format and block layout: the preset, head_dim, block_size, "
                        "num_kv_heads, the byte layout ('soa' or 'aos') and, for k8v4, the FP8 flavour. "
                        "Sizes are those `tq info` prints.")
-      .def(nb::new_(&make_layout), nb::arg("preset"), nb::arg("head_dim"), nb::arg("block_size"),
-           nb::arg("num_kv_heads"), nb::arg("layout") = "soa", nb::arg("fp8_format") = "e4m3")
+      // __init__ (not __new__), so that turboquant.Layout can be a Python subclass.
+      .def(
+          "__init__",
+          [](PyLayout* self, const std::string& preset, int head_dim, int block_size, int num_kv_heads,
+             const std::string& layout, const std::string& fp8_format) {
+            new (self) PyLayout(make_layout(preset, head_dim, block_size, num_kv_heads, layout, fp8_format));
+          },
+          nb::arg("preset"), nb::arg("head_dim"), nb::arg("block_size"), nb::arg("num_kv_heads"),
+          nb::arg("layout") = "soa", nb::arg("fp8_format") = "e4m3")
       .def_prop_ro("preset", [](const PyLayout& p) { return turboquant::preset_name(p.preset); })
       .def_prop_ro("head_dim", [](const PyLayout& p) { return p.layout.format.head_dim; })
       .def_prop_ro("block_size", [](const PyLayout& p) { return p.layout.block_size; })

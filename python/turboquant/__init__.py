@@ -28,13 +28,30 @@ import numpy as np
 
 from . import _arrays
 from . import _turboquant as _ext
-from ._case import Case, load_case, save_case
-from ._validate import Validation, validate
 
-Layout = _ext.Layout
+
+
+class Layout(_ext._Layout):
+    """A TurboQuant cache's format and block layout: the preset ('turboquant_4bit_nc' or
+    '4bit_nc', ...), head_dim, block_size, num_kv_heads, the byte layout ('soa', or
+    'aos': what vLLM writes on NVIDIA GPUs) and, for k8v4, the FP8 flavour ('e4m3', or
+    'e4b15': vLLM below sm_89). Its numbers are those `tq info` prints; ``cache_shape(n)``
+    is vLLM's kv_cache shape. ValueError names a bad value."""
+
+    def __init__(self, preset, head_dim, block_size, num_kv_heads, layout="soa", fp8_format="e4m3"):
+        super().__init__(preset, head_dim, block_size, num_kv_heads, layout, fp8_format)
+        # Plain Python values, for code that torch.compile traces (turboquant.torch).
+        self._fields = (self.preset, self.head_dim, self.block_size, self.num_kv_heads, self.layout, self.fp8_format)
+
+    def __reduce__(self):
+        return (Layout, self._fields)
+
 isas = _ext.isas
 cuda_built = _ext.cuda_built
 decode_workspace_bytes = _ext.decode_workspace_bytes
+
+from ._case import Case, load_case, save_case  # noqa: E402 (they use Layout)
+from ._validate import Validation, validate  # noqa: E402
 
 __all__ = [
     "Layout", "Codebook", "codebook", "Backend", "backends", "isas", "cuda_built",

@@ -30,7 +30,8 @@ class Case:
 
     def __init__(self, info: dict):
         self.path = info["path"]
-        self.layout = _ext.Layout(info["preset"], info["head_dim"], info["block_size"], info["num_kv_heads"],
+        from . import Layout
+        self.layout = Layout(info["preset"], info["head_dim"], info["block_size"], info["num_kv_heads"],
                                   info["layout"], info["fp8_format"])
         self.scale = float(info["scale"])
         self.num_splits = int(info["num_kv_splits"])
@@ -98,7 +99,7 @@ def save_case(path, *, layout, query, kv_cache, block_table, seq_lens, scale=Non
     exist or be an empty directory unless overwrite=True. ``expected_out`` is the output to
     check (``tq validate DIR`` compares it with the golden model); keys, values and
     slot_mapping (the K/V that were stored) let validate measure the format's own error."""
-    if not isinstance(layout, _ext.Layout):
+    if not isinstance(layout, _ext._Layout):
         raise TypeError(f"layout: expected a turboquant.Layout, got {type(layout).__name__}")
     path = os.fspath(path)
     if os.path.exists(path):

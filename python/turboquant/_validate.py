@@ -69,7 +69,7 @@ def validate(output, query, kv_cache, block_table, seq_lens, layout, rtol=1e-3, 
     are copied to the host. keys, values (float [N, Hk, D]) and slot_mapping ([N]): the K/V
     that were stored, for the format error. Raises ValueError / TypeError for bad inputs
     (shapes, block ids, seq_lens), as decode does."""
-    if not isinstance(layout, _ext.Layout):
+    if not isinstance(layout, _ext._Layout):
         raise TypeError(f"layout: expected a turboquant.Layout, got {type(layout).__name__}")
     for name, x in (("output", output), ("query", query), ("kv_cache", kv_cache), ("block_table", block_table),
                     ("seq_lens", seq_lens)):

@@ -24,14 +24,14 @@ __all__ = ["encode", "decode"]
 
 @functools.lru_cache(maxsize=None)
 def _layout(preset: str, head_dim: int, block_size: int, num_kv_heads: int, layout: str, fp8_format: str):
-    return _ext.Layout(preset, head_dim, block_size, num_kv_heads, layout, fp8_format)
+    return _tq.Layout(preset, head_dim, block_size, num_kv_heads, layout, fp8_format)
 
 
-@torch.compiler.assume_constant_result
 def _layout_fields(layout):
-    if not isinstance(layout, _ext.Layout):
+    """The op arguments describing `layout` (plain values torch.compile can trace)."""
+    if not isinstance(layout, _tq.Layout):
         raise TypeError(f"layout: expected a turboquant.Layout, got {type(layout).__name__}")
-    return layout.preset, layout.head_dim, layout.block_size, layout.num_kv_heads, layout.layout, layout.fp8_format
+    return layout._fields
 
 
 @torch.library.custom_op("turboquant::encode", mutates_args=("kv_cache",))

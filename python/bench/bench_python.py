@@ -73,8 +73,15 @@ def overhead(calls):
         t0 = time.perf_counter_ns()
         tq.decode(query, cache, table, lens, layout, scale, SPLITS)
         py_alloc.append(time.perf_counter_ns() - t0)
+    export = []
+    for _ in range(calls):
+        t0 = time.perf_counter_ns()
+        for t in (query, cache, table, lens, out, lse, ws):
+            torch._C._to_dlpack(t)
+        export.append(time.perf_counter_ns() - t0)
     torch.cuda.synchronize()
     med = lambda x: statistics.median(x) / 1e3  # noqa: E731
+    print(f"overhead parts: torch._C._to_dlpack of the 7 tensors {med(export):.2f} us")
     print(f"overhead 1x4096: C++ cuda::decode {med(cxx):.2f} us, turboquant.decode(out=, workspace=) {med(py):.2f} us "
           f"-> Python overhead {med(py) - med(cxx):.2f} us (median of {calls}); "
           f"without out/workspace {med(py_alloc):.2f} us")
@@ -103,26 +110,38 @@ def drop_in(batch, seq, reps, eager):
     for c in caches[:3]:
         v2_call(layout, c, table, lens, query, pi, centroids, out, lse)
     torch.cuda.synchronize()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        for c in caches:
-            v2_call(layout, c, table, lens, query, pi, centroids, out, lse)
+    ws = torch.empty(tq.decode_workspace_bytes(batch, HQ, SPLITS, D), dtype=torch.uint8, device="cuda")
+
+    def graph_of(call):
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            for c in caches:
+                call(c)
+        return g
+
+    # The drop-in's graph and the library call's (the kernels bench_gpu times), replayed
+    # alternately so that both see the same clocks.
+    drop_in_graph = graph_of(lambda c: v2_call(layout, c, table, lens, query, pi, centroids, out, lse))
+    library_graph = graph_of(lambda c: tq.decode(query, c, table, lens, layout, D ** -0.5, SPLITS, out=out, lse=lse,
+                                                 workspace=ws))
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ms = []
+    ms = {"drop-in": [], "library": []}
     for i in range(reps + 3):
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        if i >= 3:
-            ms.append(a.elapsed_time(b))
-    graph_us = statistics.median(ms) * 1e3 / len(caches)
-    print(f"drop-in v2 {batch}x{seq} graph: {graph_us:.1f} us per call ({len(caches)} cache copies, median of {reps})")
+        for name, g in (("drop-in", drop_in_graph), ("library", library_graph)):
+            a.record()
+            g.replay()
+            b.record()
+            b.synchronize()
+            if i >= 3:
+                ms[name].append(a.elapsed_time(b))
+    graph_us = statistics.median(ms["drop-in"]) * 1e3 / len(caches)
+    library_graph_us = statistics.median(ms["library"]) * 1e3 / len(caches)
+    print(f"drop-in v2 {batch}x{seq} graph: {graph_us:.1f} us per call; turboquant.decode graph {library_graph_us:.1f} "
+          f"us; ratio {graph_us / library_graph_us:.3f} ({len(caches)} cache copies, median of {reps})")
     eager_us = library_us = None
     if eager:
-        ws = torch.empty(tq.decode_workspace_bytes(batch, HQ, SPLITS, D), dtype=torch.uint8, device="cuda")
 
         def back_to_back(call):
             ms = []

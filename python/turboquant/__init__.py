@@ -134,29 +134,39 @@ def decode(query, kv_cache, block_table, seq_lens, layout, scale=None, num_split
     stream), never synchronizes the host, and allocates nothing when ``workspace`` (uint8,
     at least ``decode_workspace_bytes(B, Hq, num_splits, D)`` bytes) is given, which is
     required while a CUDA graph is being captured."""
-    _check_layout(layout)
-    for name, x in (("query", query), ("kv_cache", kv_cache), ("block_table", block_table),
-                    ("seq_lens", seq_lens)):
-        _arrays.require_array(name, x)
+    # The hot path of an eager CUDA call (docs/PERFORMANCE.md: per-call overhead): exact
+    # type tests first; the full checks with named messages run when something is off.
+    if type(layout) is not Layout:
+        _check_layout(layout)
     if scale is None:
-        scale = 1.0 / math.sqrt(layout.head_dim)
+        scale = 1.0 / math.sqrt(layout._fields[1])
     if out is None:
+        _arrays.require_array("query", query)
         shape = tuple(query.shape)
         if len(shape) != 3:
             raise ValueError(f"query: shape {list(shape)} has {len(shape)} dimensions, expected 3 [B, Hq, head_dim]")
         out = _arrays.empty(query, shape, "float32")
-    else:
+    elif type(out) is np.ndarray:
         _arrays.require_writable("out", out)
-    if lse is not None:
+    if type(lse) is np.ndarray:
         _arrays.require_writable("lse", lse)
-    num_splits = _arrays.require_int32("num_splits", num_splits)
+    if type(num_splits) is not int or not -2**31 <= num_splits < 2**31:
+        num_splits = _arrays.require_int32("num_splits", num_splits)
+    if type(threads) is not int or not -2**31 <= threads < 2**31:
+        threads = _arrays.require_int32("threads", threads)
     if workspace is None and backend in (None, "cuda", "cuda-strict", "cuda:fast", "cuda:strict"):
-        workspace = _torch_workspace(query, num_splits, layout.head_dim)
+        workspace = _torch_workspace(query, num_splits, layout._fields[1])
     dl = _arrays.dl
-    _ext._decode(layout, dl(query), dl(kv_cache), dl(block_table), dl(seq_lens), float(scale), num_splits, dl(out),
-                 _opt(lse), backend or "", _arrays.stream_handle(stream, query), _opt(workspace),
-                 _host_centroids(centroids), _opt(rotation), _arrays.require_int32("threads", threads),
-                 bool(check_finite))
+    try:
+        _ext._decode(layout, dl(query), dl(kv_cache), dl(block_table), dl(seq_lens), float(scale), num_splits,
+                     dl(out), _opt(lse), backend or "", _arrays.stream_handle(stream, query), _opt(workspace),
+                     _host_centroids(centroids), _opt(rotation), threads, bool(check_finite))
+    except TypeError:
+        # nanobind's "incompatible function arguments": say which argument instead.
+        for name, x in (("query", query), ("kv_cache", kv_cache), ("block_table", block_table),
+                        ("seq_lens", seq_lens), ("out", out)):
+            _arrays.require_array(name, x)
+        raise
     return out
 
 

@@ -27,15 +27,30 @@ def require_array(name, x):
     raise TypeError(f"{name}: expected an array (numpy, torch, CuPy, JAX, ...), got {type(x).__name__}")
 
 
+# torch.Tensor and torch's C DLPack exporter, once a tensor has been seen (torch is
+# never imported here).
+_tensor_type = None
+_to_dlpack = None
+
+
 def dl(x):
     """What the extension is given for `x`: for a torch tensor its DLPack capsule made
     by torch's C exporter, which is several microseconds cheaper per tensor than
     ``Tensor.__dlpack__()`` (that one records and waits on a CUDA event whenever the
     current stream is not the legacy default stream; the library runs on the caller's
     stream, so no such handoff is needed). Anything else as it is."""
+    global _tensor_type, _to_dlpack
+    t = type(x)
+    if t is _tensor_type:
+        return _to_dlpack(x)
+    if t is np.ndarray:
+        return x
     torch = torch_module(x)
     if torch is not None:
-        return torch._C._to_dlpack(x)
+        _to_dlpack = torch._C._to_dlpack
+        if t is torch.Tensor:
+            _tensor_type = t
+        return _to_dlpack(x)
     return x
 
 
@@ -102,7 +117,7 @@ def stream_handle(stream, ref):
             return 0
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         if raw is not None:
-            return raw(ref.device.index)
+            return raw(ref.get_device())
         return torch.cuda.current_stream(ref.device).cuda_stream
     cupy = sys.modules.get("cupy")
     if cupy is not None and isinstance(ref, cupy.ndarray):

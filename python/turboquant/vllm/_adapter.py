@@ -149,6 +149,18 @@ def check_midpoints(midpoints, centroids, bits, head_dim):
     return base
 
 
+def decode_setup(query, kv_cache, layout, Pi, PiT, centroids, mse_bits, key_packed_size, value_quant_bits, key_fp8,
+                 norm_correction):
+    """A decode launcher's (Layout, codebook, rotation): the preset its bit widths name,
+    checked against the cache, and what of vLLM's rotation / centroids must be passed on."""
+    preset = preset_name(mse_bits, value_quant_bits, key_fp8, norm_correction or key_fp8)
+    D = int(query.shape[-1])
+    lay = layout_for(kv_cache, D, preset, layout, key_packed_size)
+    if key_fp8:
+        return lay, None, None
+    return lay, centroids_for(centroids, lay.key_bits, D), rotation(Pi, PiT, D)
+
+
 def backend():
     """The decode backend for CUDA tensors: TURBOQUANT_VLLM_BACKEND, default 'cuda' (fast)."""
     return os.environ.get("TURBOQUANT_VLLM_BACKEND", "cuda")

@@ -40,13 +40,9 @@ def triton_turboquant_decode_attention(
     not needed (the library keeps its partials in its own workspace) and is left
     untouched. ``max_num_kv_splits`` is the split count (the fast kernel picks its own
     split plan; cuda-strict follows it exactly)."""
-    preset = _adapter.preset_name(mse_bits, value_quant_bits, key_fp8, norm_correction or key_fp8)
     B, Hq, D = query.shape
-    lay = _adapter.layout_for(kv_cache, D, preset, "aos", key_packed_size)
-    cb = rot = None
-    if not key_fp8:
-        cb = _adapter.centroids_for(centroids, lay.key_bits, D)
-        rot = _adapter.rotation(Pi, PiT, D)
+    lay, cb, rot = _adapter.decode_setup(query, kv_cache, "aos", Pi, PiT, centroids, mse_bits, key_packed_size,
+                                         value_quant_bits, key_fp8, norm_correction)
     out = _adapter.reuse(output_buf, B, (B, Hq, D), query.dtype, query.device, buf_holder, "_tq_output_buf",
                          require_dtype=query.dtype)
     lse = _adapter.reuse(lse_buf, B, (B, Hq), torch.float32, query.device, buf_holder, "_tq_lse_buf")

@@ -14,13 +14,9 @@ def soa_decode(query, kv_cache, block_table, seq_lens, Pi, centroids, scale, mse
                sinks=None):
     if sinks is not None:
         raise ValueError("sinks: attention sinks are not supported by turboquant's decode yet (pass sinks=None)")
-    preset = _adapter.preset_name(mse_bits, value_quant_bits, key_fp8, norm_correction or key_fp8)
     B, Hq, D = query.shape
-    lay = _adapter.layout_for(kv_cache, D, preset, "soa", key_packed_size)
-    cb = rot = None
-    if not key_fp8:
-        cb = _adapter.centroids_for(centroids, lay.key_bits, D)
-        rot = _adapter.rotation(Pi, PiT, D)
+    lay, cb, rot = _adapter.decode_setup(query, kv_cache, "soa", Pi, PiT, centroids, mse_bits, key_packed_size,
+                                         value_quant_bits, key_fp8, norm_correction)
     # vLLM allocates fp32 and returns .to(query.dtype): writing the query's dtype
     # directly gives the same tensor (one rounding, to nearest even) without the cast.
     dtype = query.dtype if output_buf is None else output_buf.dtype

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "turboquant/core/softmax.hpp"
 #include "turboquant/core/split_plan.hpp"
 #include "turboquant/detail/elements.hpp"
 #include "turboquant/detail/validate.hpp"
@@ -78,6 +79,53 @@ Status check_finite_tensor(const char* name, const void* data, DType t, std::int
                                                 to_string(dim) + "] = " + std::to_string(x) + " is not finite (" +
                                                 row_name + " " + to_string(row) + ", head " + to_string(head) +
                                                 ", dim " + to_string(dim) + ")");
+    }
+  }
+  return Status();
+}
+
+template <class Buffer>
+bool given(const Buffer& buf) {
+  return buf.data != nullptr || buf.bytes != 0;
+}
+
+// query_start_loc (table half): starts at 0, never decreases, ends at
+// num_query_rows; each q_len in [0, kMaxQueryLen] and <= seq_lens[b] (the
+// query tokens are cached already). Assumes seq_lens passed its own checks.
+Status check_query_start_loc(const DecodeArgs& a) {
+  const auto at = [&](int b) { return load<std::int32_t>(a.query_start_loc, b); };
+  if (at(0) != 0) return invalid("query_start_loc[0] = " + to_string(at(0)) + ": must be 0");
+  for (int b = 0; b < a.batch; ++b) {
+    const std::int32_t lo = at(b), hi = at(b + 1);
+    const std::string entry = "query_start_loc[" + to_string(b + 1) + "] = " + to_string(hi);
+    if (hi < lo) {
+      return invalid(entry + " < query_start_loc[" + to_string(b) + "] = " + to_string(lo) + ": must not decrease");
+    }
+    const std::int64_t q_len = std::int64_t{hi} - lo;
+    if (q_len > kMaxQueryLen) {
+      return invalid(entry + ": q_len of sequence " + to_string(b) + " = " + to_string(q_len) + " exceeds " +
+                     to_string(kMaxQueryLen));
+    }
+    const std::int32_t seq_len = load<std::int32_t>(a.seq_lens, b);
+    if (q_len > seq_len) {
+      return invalid(entry + ": q_len of sequence " + to_string(b) + " = " + to_string(q_len) + " exceeds seq_lens[" +
+                     to_string(b) + "] = " + to_string(seq_len) + " (the query tokens are part of the sequence)");
+    }
+  }
+  if (at(a.batch) != a.num_query_rows) {
+    return invalid("query_start_loc[" + to_string(a.batch) + "] = " + to_string(at(a.batch)) +
+                   ": must equal num_query_rows = " + to_string(a.num_query_rows));
+  }
+  return Status();
+}
+
+// Sinks: finite, and finite in base 2 (sink * log2(e), core::sink_logit).
+Status check_sinks(const DecodeArgs& a) {
+  for (int h = 0; h < a.num_q_heads; ++h) {
+    const float x = load<float>(a.sinks, h);
+    if (!std::isfinite(x) || !std::isfinite(core::sink_logit(x))) {
+      const char* why = std::isfinite(x) ? ": sinks * log2(e) overflows float32" : " is not finite";
+      return Status(StatusCode::kNonFinite, "sinks[" + to_string(h) + "] = " + std::to_string(x) + why);
     }
   }
   return Status();
@@ -171,21 +219,43 @@ Status check_decode_scalars(const BlockLayout& l, const DecodeArgs& a) {
   if (a.num_splits < 1 || a.num_splits > 1024) {
     return invalid("num_splits = " + to_string(a.num_splits) + ": must be in [1, 1024]");
   }
+  if (a.sliding_window < 0) {
+    return invalid("sliding_window = " + to_string(a.sliding_window) + ": must be >= 0 (0: unlimited)");
+  }
+  if (!given(a.query_start_loc)) {
+    if (a.num_query_rows != 0 && a.num_query_rows != a.batch) {
+      return invalid("num_query_rows = " + to_string(a.num_query_rows) +
+                     " but query_start_loc is empty: must be 0 or batch = " + to_string(a.batch));
+    }
+  } else if (a.num_query_rows < 0 || std::int64_t{a.num_query_rows} > std::int64_t{a.batch} * kMaxQueryLen) {
+    return invalid("num_query_rows = " + to_string(a.num_query_rows) + ": must be in [0, batch x " +
+                   to_string(kMaxQueryLen) + " = " + to_string(std::int64_t{a.batch} * kMaxQueryLen) + "]");
+  }
   return Status();
 }
 
 Status check_decode_buffers(const BlockLayout& l, const DecodeArgs& a) {
   const std::int64_t batch = a.batch, heads = a.num_q_heads, dims = l.format.head_dim;
+  const std::int64_t rows = decode_query_rows(a);
   if (Status s = check_buffer("query", a.query.data, a.query.bytes,
-                              {{batch, heads, dims}, dtype_size(a.query_dtype), dtype_name(a.query_dtype)});
+                              {{rows, heads, dims}, dtype_size(a.query_dtype), dtype_name(a.query_dtype)});
       !s.ok())
     return s;
   if (Status s = check_buffer("out", a.out.data, a.out.bytes,
-                              {{batch, heads, dims}, dtype_size(a.out_dtype), dtype_name(a.out_dtype)});
+                              {{rows, heads, dims}, dtype_size(a.out_dtype), dtype_name(a.out_dtype)});
       !s.ok())
     return s;
-  if (a.lse.data != nullptr || a.lse.bytes != 0) {
-    if (Status s = check_buffer("lse", a.lse.data, a.lse.bytes, {{batch, heads}, 4, "float32"}); !s.ok()) return s;
+  if (given(a.lse)) {
+    if (Status s = check_buffer("lse", a.lse.data, a.lse.bytes, {{rows, heads}, 4, "float32"}); !s.ok()) return s;
+  }
+  if (given(a.query_start_loc)) {
+    if (Status s = check_buffer("query_start_loc", a.query_start_loc.data, a.query_start_loc.bytes,
+                                {{batch + 1}, 4, "int32"});
+        !s.ok())
+      return s;
+  }
+  if (given(a.sinks)) {
+    if (Status s = check_buffer("sinks", a.sinks.data, a.sinks.bytes, {{heads}, 4, "float32"}); !s.ok()) return s;
   }
   if (Status s = check_buffer("seq_lens", a.seq_lens.data, a.seq_lens.bytes, {{batch}, 4, "int32"}); !s.ok())
     return s;
@@ -229,9 +299,15 @@ Status check_decode_tables(const ConstCacheView& cache, const DecodeArgs& a) {
       }
     }
   }
+  if (given(a.query_start_loc)) {
+    if (Status s = check_query_start_loc(a); !s.ok()) return s;
+  }
+  if (given(a.sinks)) {
+    if (Status s = check_sinks(a); !s.ok()) return s;
+  }
   if (a.check_finite) {
-    return check_finite_tensor("query", a.query.data, a.query_dtype, a.batch, a.num_q_heads, l.format.head_dim,
-                               "sequence");
+    return check_finite_tensor("query", a.query.data, a.query_dtype, decode_query_rows(a), a.num_q_heads,
+                               l.format.head_dim, given(a.query_start_loc) ? "query row" : "sequence");
   }
   return Status();
 }
@@ -288,6 +364,18 @@ Status check_encode_tables(const ConstCacheView& cache, const EncodeArgs& a) {
       return s;
   }
   return Status();
+}
+
+Status check_single_token_decode(const DecodeArgs& a, const std::string& backend) {
+  if (!decode_uses_rows_sinks_or_window(a)) return Status();
+  std::string set;
+  if (given(a.query_start_loc)) set = "query_start_loc";
+  if (given(a.sinks)) set += std::string(set.empty() ? "" : ", ") + "sinks";
+  if (a.sliding_window != 0) {
+    set += std::string(set.empty() ? "" : ", ") + "sliding_window = " + to_string(a.sliding_window);
+  }
+  return Status(StatusCode::kUnsupported,
+                "query_start_loc / sinks / sliding_window: not supported by " + backend + " yet (given: " + set + ")");
 }
 
 int first_unsorted_midpoint(const Codebook& cb) {

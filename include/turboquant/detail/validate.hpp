@@ -57,7 +57,8 @@ Status validate_cache(const ConstCacheView& cache);
 // The codebook fits the format and the rotation has its shape (resolve_codebook,
 // check_rotation_shape).
 Status check_tables_shape(const Format& format, const Codebook* codebook, ConstBuffer rotation);
-// The scalar arguments of a decode (batch, heads, splits, softmax scale).
+// The scalar arguments of a decode (batch, heads, splits, softmax scale,
+// sliding_window >= 0, num_query_rows against batch).
 Status check_decode_scalars(const BlockLayout& layout, const DecodeArgs& args);
 // The decode's buffers (query, out, lse, seq_lens, block_table, rotation) hold
 // their shapes, and the codebook fits the format.
@@ -68,11 +69,18 @@ Status check_decode_shapes(const ConstCacheView& cache, const DecodeArgs& args);
 Status check_encode_shapes(const ConstCacheView& cache, const EncodeArgs& args);
 //
 // Table checks: what needs the buffers' contents (host memory): rotation
-// finiteness, seq_lens and block_table ranges, slot_mapping ranges and
+// finiteness, seq_lens and block_table ranges, query_start_loc (starts at 0,
+// non-decreasing, ends at num_query_rows, q_len <= 128 and <= seq_len), sinks
+// (finite), slot_mapping ranges and
 // duplicates, query / K / V finiteness (when check_finite). They assume the
 // matching shape check passed.
 Status check_decode_tables(const ConstCacheView& cache, const DecodeArgs& args);
 Status check_encode_tables(const ConstCacheView& cache, const EncodeArgs& args);
+
+// kUnsupported "query_start_loc / sinks / sliding_window: not supported by
+// <backend> yet (given: ...)" when a call sets any of them: the guard of a
+// backend that decodes one token per sequence, without sinks or window.
+Status check_single_token_decode(const DecodeArgs& args, const std::string& backend);
 
 // The first i with midpoints[i] > midpoints[i + 1], or -1 when the codebook's
 // midpoints are sorted (a binary-search bucketize relies on it).

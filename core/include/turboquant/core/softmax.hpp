@@ -54,6 +54,12 @@ TQ_HD float merge_exponent(float split_max, float merged_max) { return sub_rn(sp
 TQ_HD float merge_weight(float split_max, float merged_max) { return exp2_tq(merge_exponent(split_max, merged_max)); }
 TQ_HD float merge_add(float total, float weight, float part) { return fma_rn(weight, part, total); }
 
+// Attention sinks (docs/ARITHMETIC.md §7): the sink logit in the base-2 units
+// of the scores, fl(sink * log2(e)). It enters the merge once, as a partial
+// placed before split 0 with max = sink_logit, sum = 1 and acc = 0: the merged
+// max starts at it, the merged sum at merge_weight(sink_logit, merged_max).
+TQ_HD float sink_logit(float sink) { return mul_rn(sink, kLog2e); }
+
 // Final output element and natural-log LSE. With no tokens (merged max -inf)
 // the output is 0 and the LSE -inf (vLLM divides 0 by 0 there).
 TQ_HD float finalize_output(float acc, float sum, float merged_max) {

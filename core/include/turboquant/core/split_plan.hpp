@@ -34,7 +34,32 @@ TQ_HD constexpr TokenRange split_range(int seq_len, int splits, int split) {
   return TokenRange{static_cast<int>(begin), static_cast<int>(end)};
 }
 
+// The tokens a query row at position `position` (0-based) attends to: its
+// causal prefix [0, position], cut to the last `window` positions when
+// window > 0 (docs/ARITHMETIC.md §7). A single-token row of a sequence of
+// seq_len tokens sits at position seq_len - 1 (seq_len 0: the empty range).
+TQ_HD constexpr TokenRange attended_range(int position, int window) {
+  const int end = position + 1;
+  const int begin = window > 0 && end > window ? end - window : 0;
+  return TokenRange{begin, end};
+}
+
+// Split s of a row's attended range: the plan of a sequence of
+// attended.size() tokens (split_range), shifted to start at attended.begin.
+// Without a window attended.begin is 0, so this is split_range(p + 1, ...):
+// a multi-token row is planned exactly like the single-token row of a
+// sequence of p + 1 tokens (vLLM's expanded rows with synthetic seq_lens).
+TQ_HD constexpr TokenRange row_split_range(TokenRange attended, int splits, int split) {
+  const TokenRange r = split_range(attended.size(), splits, split);
+  return TokenRange{attended.begin + r.begin, attended.begin + r.end};
+}
+
 static_assert(split_len(37, 32) == 2);
+static_assert(attended_range(36, 0).begin == 0 && attended_range(36, 0).end == 37);
+static_assert(attended_range(36, 8).begin == 29 && attended_range(36, 8).end == 37);
+static_assert(attended_range(3, 8).begin == 0 && attended_range(-1, 0).empty());
+static_assert(row_split_range(TokenRange{29, 37}, 4, 1).begin == 31 &&
+              row_split_range(TokenRange{29, 37}, 4, 1).end == 33);
 static_assert(split_range(37, 32, 18).begin == 36 && split_range(37, 32, 18).end == 37);
 static_assert(split_range(37, 32, 19).empty());
 static_assert(split_range(0, 32, 0).empty());

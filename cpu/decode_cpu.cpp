@@ -142,6 +142,8 @@ void run(const cpu::IsaKernels& k, const ConstCacheView& cache, const DecodeArgs
 Status decode_cpu(const ConstCacheView& cache, const DecodeArgs& a, const CpuOptions& options) {
   const cpu::IsaKernels* k = nullptr;
   if (Status s = cpu::start_call(options, validate_decode(cache, a), &k); !s.ok()) return s;
+  // Multi-token rows, sinks and windows: the golden model only, for now (issue 13).
+  if (Status s = detail::check_single_token_decode(a, std::string("cpu:") + k->name); !s.ok()) return s;
   if (a.batch == 0) return Status();
   const Codebook* cb = nullptr;
   core::Rotation rot;

@@ -68,7 +68,9 @@ Status decode_can_implement(const ConstCacheView& cache, const DecodeArgs& a, Cu
   if (std::int64_t{l.num_kv_heads} * chunks > kMaxGridYZ) {
     return Status(StatusCode::kUnsupported, "num_kv_heads x head chunks exceeds the grid limit 65535");
   }
-  return turboquant::detail::check_decode_buffers(l, a);
+  if (Status s = turboquant::detail::check_decode_buffers(l, a); !s.ok()) return s;
+  // Multi-token rows, sinks and windows: not in the CUDA kernels yet (issue 13).
+  return turboquant::detail::check_single_token_decode(a, mode == CudaMode::kFast ? "cuda:fast" : "cuda:strict");
 }
 
 const char* decode_kernel_name(const ConstCacheView& cache, const DecodeArgs&, CudaMode mode) {

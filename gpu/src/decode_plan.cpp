@@ -197,6 +197,8 @@ Status make_decode_plan(const ConstCacheView& cache, const DecodeArgs& args, Cud
 Status run(const DecodePlan& plan, const DecodeArgs& args, MutableBuffer workspace, void* stream) {
   if (plan.impl_ == nullptr) return detail::invalid_argument("decode plan: empty (make it with make_decode_plan)");
   if (Status s = detail::match_shape(*plan.impl_, args, workspace); !s.ok()) return s;
+  // The plan was made without them; a later call must not slip them in (issue 13).
+  if (Status s = turboquant::detail::check_single_token_decode(args, plan.kernel_name()); !s.ok()) return s;
   return detail::run_plan(*plan.impl_, args, workspace, static_cast<cudaStream_t>(stream));
 }
 

@@ -58,6 +58,7 @@ void copy_written_slots(const BlockLayout& l, const std::int64_t* slots, std::in
 Status decode_from_host(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode) {
   if (Status s = device_status(); !s.ok()) return s;
   if (Status s = validate_decode(cache, a); !s.ok()) return s;
+  if (Status s = decode_can_implement(cache, a, mode); !s.ok()) return s;  // before any upload
   cudaStream_t stream = nullptr;
   DeviceBuffer d_cache, d_query, d_table, d_lens, d_out, d_lse, d_rot, d_work;
   if (Status s = d_cache.upload(cache.data, static_cast<std::size_t>(cache.bytes()), stream); !s.ok()) return s;

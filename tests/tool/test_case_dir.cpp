@@ -98,7 +98,7 @@ TEST(CaseDir, LoadsAnOutputByName) {
   ASSERT_TRUE(load_case_output(c, c.file("expected_out.npy"), &out).ok());
   EXPECT_EQ(out.values, c.expected_out.values);
   Status s = load_case_output(c, "expected_lse.npy", &out);
-  EXPECT_TRUE(s.message().find("expected_lse.npy: shape (3, 8) does not match [B, Hq, D]") != std::string::npos)
+  EXPECT_TRUE(s.message().find("expected_lse.npy: shape (3, 8) does not match [T, Hq, D]") != std::string::npos)
       << s.message();
   s = load_case_output(c, "nothing_here", &out);
   EXPECT_TRUE(s.message().find("nothing_here: no such file") == 0) << s.message();
@@ -109,6 +109,7 @@ class BrokenCase : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = (tmp_.path() / "case").string();
+    fs::remove_all(dir_);  // a fresh copy: files a previous damage added go too
     fs::create_directory(dir_);
     for (const auto& f : fs::directory_iterator(kCases / kExpected[2].name)) {  // s03: Hq = Hk = 4, D = 64, B = 2
       const fs::path to = fs::path(dir_) / f.path().filename();
@@ -263,6 +264,9 @@ TEST_F(BrokenCase, BadMeta) {
            "meta.json: fp8_format = \"e4b15\": only turboquant_k8v4 has FP8 keys, not turboquant_k3v4_nc"},
           {meta([](json& m) { m["sliding_window"] = 64; }),
            "meta.json: sliding_window = 64: sliding-window decode is not supported yet"},
+          {meta([](json& m) { m["sliding_window"] = 0; }),
+           "meta.json: sliding_window = 0 must be >= 1 (leave the key out for no window)"},
+          {meta([](json& m) { m["sliding_window"] = "64"; }), "meta.json: sliding_window = \"64\" must be an integer"},
           {meta([](json& m) { m["block_size"] = 0; }), "block_size must be >= 1"},
           {meta([](json& m) { m["num_q_heads"] = 6; }),
            "meta.json: num_q_heads = 6 must be a positive multiple of num_kv_heads = 4"},
@@ -294,9 +298,71 @@ TEST_F(BrokenCase, LayoutKeys) {
   EXPECT_EQ(c.layout.format.layout, LayoutKind::kAoS);
 }
 
+// A caller that does not honour them (tq, the Python package) gets an error,
+// never rows decoded as one token per sequence.
 TEST_F(BrokenCase, MultiTokenFilesAreRefusedNotIgnored) {
   write<std::int32_t>("query_start_loc.npy", {3});
   expect_error("query_start_loc.npy: multi-token queries and attention sinks are not supported yet");
+  SetUp();
+  write<float>("sinks.npy", {4});
+  expect_error("sinks.npy: multi-token queries and attention sinks are not supported yet",
+               CaseLoadOptions::meta_only());
+}
+
+CaseLoadOptions with_rows(CaseLoadOptions o = CaseLoadOptions::all_required()) {
+  o.rows_sinks_window = true;
+  return o;
+}
+
+// Opted in, query_start_loc.npy and sinks.npy are read whenever present, with
+// the same shape checks as the other files.
+TEST_F(BrokenCase, MultiTokenFilesAreChecked) {
+  expect_errors(
+      {
+          {shaped<std::int32_t>("query_start_loc.npy", {2, 2}),
+           "query_start_loc.npy: shape (2, 2) does not match [B+1]: expected one dimension of at least 1"},
+          {shaped<std::int32_t>("query_start_loc.npy", {0}), "query_start_loc.npy: shape (0,) does not match [B+1]"},
+          {shaped<std::int32_t>("query_start_loc.npy", {5}),
+           "dim 0 (B) = 2, but query_start_loc.npy (B + 1 entries) has B = 4"},
+          {shaped<float>("sinks.npy", {5}),
+           "sinks.npy: shape (5,) does not match [Hq]: dim 0 (Hq) = 5, but num_q_heads = 4"},
+          {shaped<double>("query_start_loc.npy", {3}), "query_start_loc.npy"},
+      },
+      with_rows());
+  // Skipping the query does not skip them.
+  SetUp();
+  write<std::int32_t>("query_start_loc.npy", {2, 2});
+  expect_error("query_start_loc.npy: shape (2, 2)", with_rows(CaseLoadOptions::meta_only()));
+}
+
+TEST_F(BrokenCase, MultiTokenFilesLoad) {
+  // s03 has B = 2 query rows: as query_start_loc [0, 1, 2] (q_len 1 each), sinks and a window.
+  ASSERT_TRUE(write_npy(file("query_start_loc.npy"), make_npy<std::int32_t>({3}, {0, 1, 2})).ok());
+  ASSERT_TRUE(write_npy(file("sinks.npy"), make_npy<float>({4}, {-1.0f, 0.0f, 2.5f, 7.0f})).ok());
+  edit_meta([](nlohmann::json& m) { m["sliding_window"] = 8; });
+  CaseDir c;
+  ASSERT_TRUE(load_case(dir_, with_rows(), &c).ok());
+  EXPECT_EQ(c.batch, 2);
+  EXPECT_EQ(c.num_query_rows, 2);
+  EXPECT_EQ(c.sliding_window, 8);
+  EXPECT_TRUE(c.multi_token_or_sinks_or_window());
+  EXPECT_EQ(c.query_start_loc.values, (std::vector<std::int32_t>{0, 1, 2}));
+  std::vector<float> out, lse;
+  const DecodeArgs a = case_decode_args(c, nullptr, 32, &out, &lse);
+  EXPECT_EQ(a.query_start_loc.data, c.query_start_loc.data());
+  EXPECT_EQ(a.query_start_loc.bytes, 12u);
+  EXPECT_EQ(a.num_query_rows, 2);
+  EXPECT_EQ(a.sinks.data, c.sinks.data());
+  EXPECT_EQ(a.sinks.bytes, 16u);
+  EXPECT_EQ(a.sliding_window, 8);
+  EXPECT_EQ(out.size(), 2u * 4 * 64);
+  // A plain case sets none of them.
+  CaseDir plain;
+  ASSERT_TRUE(load_case((kCases / kExpected[2].name).string(), with_rows(), &plain).ok());
+  EXPECT_FALSE(plain.multi_token_or_sinks_or_window());
+  EXPECT_EQ(plain.num_query_rows, 2);
+  const DecodeArgs p = case_decode_args(plain, nullptr, 32, &out, nullptr);
+  EXPECT_FALSE(decode_uses_rows_sinks_or_window(p));
 }
 
 TEST_F(BrokenCase, CorruptArrayNamesTheFile) {

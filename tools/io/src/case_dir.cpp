@@ -158,15 +158,6 @@ Status load_case(const std::string& dir, const CaseLoadOptions& opt, CaseDir* c)
   if (!fs::is_directory(dir, ec)) return invalid(dir, "not a directory (expected a case directory)");
   if (Status s = detail::parse_case_meta(c->file("meta.json"), c); !s.ok()) return s;
 
-  // Files of the case format this reader cannot honour yet are errors, never
-  // ignored: without them the rows would be decoded as one token per sequence.
-  for (const char* name : {"query_start_loc.npy", "sinks.npy"}) {
-    if (fs::exists(c->file(name), ec)) {
-      return Status(StatusCode::kUnsupported,
-                    c->file(name) + ": multi-token queries and attention sinks are not supported yet");
-    }
-  }
-
   const std::int64_t D = c->head_dim(), Hk = c->num_kv_heads(), Hq = c->num_q_heads, bs = c->block_size();
   Known B, N;
   const Dim dB{"B", -1, "", &B}, dN{"N", -1, "", &N};
@@ -183,22 +174,58 @@ Status load_case(const std::string& dir, const CaseLoadOptions& opt, CaseDir* c)
     return check_shape(a->path, a->shape, std::move(dims));
   };
 
-  if (Status s = load_float("query.npy", opt.query, &c->query, {dB, dHq, dD}); !s.ok()) return s;
+  // Files and keys a caller that does not honour them must not silently drop.
+  if (!opt.rows_sinks_window) {
+    if (c->sliding_window != 0) {
+      return Status(StatusCode::kUnsupported, c->file("meta.json") + ": sliding_window = " +
+                                                  std::to_string(c->sliding_window) +
+                                                  ": sliding-window decode is not supported yet");
+    }
+    for (const char* name : {"query_start_loc.npy", "sinks.npy"}) {
+      if (fs::exists(c->file(name), ec)) {
+        return Status(StatusCode::kUnsupported,
+                      c->file(name) + ": multi-token queries and attention sinks are not supported yet");
+      }
+    }
+  }
+
+  // Multi-token rows: query_start_loc [B + 1] gives B, and the row files have
+  // T rows of their own; without it T = B. Loaded whenever present.
+  Known T;
+  const Dim dT{"T", -1, "", &T};
+  const Need optional = opt.rows_sinks_window ? Need::kIfPresent : Need::kSkip;
+  if (Status s = load_typed<std::int32_t>(*c, "query_start_loc.npy", optional, to_int32, &c->query_start_loc);
+      !s.ok()) {
+    return s;
+  }
+  if (c->query_start_loc.present) {
+    if (c->query_start_loc.shape.size() != 1 || c->query_start_loc.dim(0) < 1) {
+      return invalid(c->query_start_loc.path, "shape " + format_shape(c->query_start_loc.shape) +
+                                                  " does not match [B+1]: expected one dimension of at least 1");
+    }
+    B = Known{c->query_start_loc.dim(0) - 1, "query_start_loc.npy (B + 1 entries)"};
+  }
+  const Dim dRows = c->query_start_loc.present ? dT : dB;
+  if (Status s = load_float("sinks.npy", optional, &c->sinks, {dHq}); !s.ok()) return s;
+
+  if (Status s = load_float("query.npy", opt.query, &c->query, {dRows, dHq, dD}); !s.ok()) return s;
   if (Status s =
           load_i32("block_table.npy", opt.block_table, &c->block_table, {dB, Dim{"max_blocks", -1, "", nullptr}});
       !s.ok()) {
     return s;
   }
   if (Status s = load_i32("seq_lens.npy", opt.seq_lens, &c->seq_lens, {dB}); !s.ok()) return s;
-  if (Status s = load_float("expected_out.npy", opt.expected_out, &c->expected_out, {dB, dHq, dD}); !s.ok()) return s;
-  if (Status s = load_float("expected_lse.npy", opt.expected_lse, &c->expected_lse, {dB, dHq}); !s.ok()) return s;
+  if (Status s = load_float("expected_out.npy", opt.expected_out, &c->expected_out, {dRows, dHq, dD}); !s.ok())
+    return s;
+  if (Status s = load_float("expected_lse.npy", opt.expected_lse, &c->expected_lse, {dRows, dHq}); !s.ok()) return s;
   if (Status s = load_typed<double>(*c, "reference_out_f64.npy", opt.reference_out_f64, exact_dtype<double>,
                                     &c->reference_out_f64);
       !s.ok()) {
     return s;
   }
   if (c->reference_out_f64.present) {
-    if (Status s = check_shape(c->reference_out_f64.path, c->reference_out_f64.shape, {dB, dHq, dD}); !s.ok()) return s;
+    if (Status s = check_shape(c->reference_out_f64.path, c->reference_out_f64.shape, {dRows, dHq, dD}); !s.ok())
+      return s;
   }
 
   if (Status s = load_float("keys.npy", opt.keys, &c->keys, {dN, dHk, dD}); !s.ok()) return s;
@@ -234,6 +261,7 @@ Status load_case(const std::string& dir, const CaseLoadOptions& opt, CaseDir* c)
   }
 
   c->batch = B.value;
+  c->num_query_rows = c->query_start_loc.present ? T.value : B.value;
   c->num_tokens = N.value;
   c->num_blocks = c->kv_cache.present ? c->kv_cache.dim(0) : -1;
   c->max_blocks_per_seq = c->block_table.present ? c->block_table.dim(1) : -1;
@@ -262,17 +290,17 @@ Status load_case_output(const CaseDir& c, const std::string& file, CaseArray<flo
   }
   if (!fs::exists(path, ec)) return invalid(file, "no such file (also looked in " + c.path + ")");
   if (Status s = load_float_array(path, out); !s.ok()) return s;
-  Known B{c.batch, "the case"};
+  Known T{c.num_query_rows, "the case"};
   return check_shape(
       path, out->shape,
-      {Dim{"B", -1, "", &B}, from_meta("Hq", "num_q_heads", c.num_q_heads), from_meta("D", "head_dim", c.head_dim())});
+      {Dim{"T", -1, "", &T}, from_meta("Hq", "num_q_heads", c.num_q_heads), from_meta("D", "head_dim", c.head_dim())});
 }
 
 ConstCacheView case_cache(const CaseDir& c) { return ConstCacheView(c.layout, c.kv_cache.data(), c.num_blocks); }
 
 DecodeArgs case_decode_args(const CaseDir& c, const Codebook* codebook, int splits, std::vector<float>* out,
                             std::vector<float>* lse, float fill) {
-  const std::size_t rows = static_cast<std::size_t>(c.batch) * c.num_q_heads;
+  const std::size_t rows = static_cast<std::size_t>(c.num_query_rows) * c.num_q_heads;
   out->assign(rows * c.head_dim(), fill);
   DecodeArgs a;
   a.query = {c.query.data(), c.query.size() * sizeof(float)};
@@ -289,6 +317,12 @@ DecodeArgs case_decode_args(const CaseDir& c, const Codebook* codebook, int spli
     a.lse = {lse->data(), lse->size() * sizeof(float)};
   }
   a.codebook = codebook;
+  if (c.query_start_loc.present) {
+    a.query_start_loc = {c.query_start_loc.data(), c.query_start_loc.size() * sizeof(std::int32_t)};
+    a.num_query_rows = static_cast<int>(c.num_query_rows);
+  }
+  if (c.sinks.present) a.sinks = {c.sinks.data(), c.sinks.size() * sizeof(float)};
+  a.sliding_window = c.sliding_window;
   return a;
 }
 

@@ -71,16 +71,12 @@ Status parse_case_meta(const std::string& path, CaseDir* c) {
   // newer writer (a window, say) must not be decoded as if it were absent.
   static constexpr const char* kKnownKeys[] = {"preset",      "head_dim", "block_size", "num_kv_heads",
                                                "num_q_heads", "scale",    "num_kv_splits", "source",
-                                               "layout",      "fp8_format"};
+                                               "layout",      "fp8_format", "sliding_window"};
   for (const auto& item : meta.items()) {
-    if (item.key() == "sliding_window") {
-      return Status(StatusCode::kUnsupported, path + ": sliding_window = " + shown(item.value()) +
-                                                  ": sliding-window decode is not supported yet");
-    }
     if (std::find_if(std::begin(kKnownKeys), std::end(kKnownKeys),
                      [&](const char* k) { return item.key() == k; }) == std::end(kKnownKeys)) {
       return invalid(path, "unknown key \"" + item.key() + "\" (known: preset, head_dim, block_size, num_kv_heads, "
-                           "num_q_heads, scale, num_kv_splits, source, layout, fp8_format)");
+                           "num_q_heads, scale, num_kv_splits, source, layout, fp8_format, sliding_window)");
     }
   }
 
@@ -130,6 +126,12 @@ Status parse_case_meta(const std::string& path, CaseDir* c) {
   if (Status s = meta_int(meta, path, "num_kv_splits", false, &c->num_kv_splits); !s.ok()) return s;
   if (c->num_kv_splits < 1) {
     return invalid(path, "num_kv_splits = " + std::to_string(c->num_kv_splits) + " must be >= 1");
+  }
+  c->sliding_window = 0;
+  if (Status s = meta_int(meta, path, "sliding_window", false, &c->sliding_window); !s.ok()) return s;
+  if (meta.contains("sliding_window") && c->sliding_window < 1) {
+    return invalid(path, "sliding_window = " + std::to_string(c->sliding_window) +
+                             " must be >= 1 (leave the key out for no window)");
   }
   c->source.clear();
   if (const auto src = meta.find("source"); src != meta.end()) {

@@ -5,8 +5,9 @@
 // and the value that disagrees. Contents (block ids, seq_len ranges, slot
 // ranges) are not checked here: the library's own validation does that.
 //
-// Shape letters: B sequences (one query token each), Hq query heads, Hk KV
-// heads, D head_dim, N stored tokens.
+// Shape letters: B sequences, T query rows (B without query_start_loc.npy,
+// else query_start_loc[B]), Hq query heads, Hk KV heads, D head_dim, N stored
+// tokens.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +47,7 @@ struct CaseDir {
   double scale = 0.0;
   int num_kv_splits = 32;  // optional in meta.json
   std::string source;      // optional in meta.json
+  int sliding_window = 0;  // optional in meta.json ("sliding_window": W >= 1); 0: none
 
   int head_dim() const { return format.head_dim; }
   int block_size() const { return layout.block_size; }
@@ -54,7 +56,7 @@ struct CaseDir {
   // Arrays; each is present only if it was loaded. Integer and float files
   // are converted to the types below (float16/float64 -> float, int32/int64
   // -> int32 or int64 where the value fits).
-  CaseArray<float> query;                // [B, Hq, D]
+  CaseArray<float> query;                // [T, Hq, D]
   CaseArray<float> keys;                 // [N, Hk, D]
   CaseArray<float> values;               // [N, Hk, D]
   CaseArray<std::int64_t> slot_mapping;  // [N]
@@ -62,15 +64,25 @@ struct CaseDir {
   CaseArray<std::int32_t> block_table;   // [B, max_blocks]
   CaseArray<std::int32_t> seq_lens;      // [B]
   CaseArray<float> centroids;            // [2^key_bits] (for FP8 keys: the 4-bit table, 16)
-  CaseArray<float> expected_out;         // [B, Hq, D]
-  CaseArray<float> expected_lse;         // [B, Hq]
-  CaseArray<double> reference_out_f64;   // [B, Hq, D], float64 only
+  CaseArray<float> expected_out;         // [T, Hq, D]
+  CaseArray<float> expected_lse;         // [T, Hq]
+  CaseArray<double> reference_out_f64;   // [T, Hq, D], float64 only
+  // Optional files, loaded whenever present when the caller opts in
+  // (CaseLoadOptions::rows_sinks_window); otherwise their presence is an error.
+  CaseArray<std::int32_t> query_start_loc;  // [B + 1]; contents checked by validate_decode
+  CaseArray<float> sinks;                   // [Hq]
 
   // Sizes taken from the loaded arrays; -1 where no loaded array has them.
   std::int64_t batch = -1;               // B
+  std::int64_t num_query_rows = -1;      // T (= B without query_start_loc.npy)
   std::int64_t num_tokens = -1;          // N
   std::int64_t num_blocks = -1;          // kv_cache dim 0
   std::int64_t max_blocks_per_seq = -1;  // block_table dim 1
+
+  // Whether the case has multi-token rows, sinks or a sliding window.
+  bool multi_token_or_sinks_or_window() const {
+    return query_start_loc.present || sinks.present || sliding_window != 0;
+  }
 
   // dir/name
   std::string file(const std::string& name) const;
@@ -92,6 +104,12 @@ struct CaseLoadOptions {
   Need expected_out = Need::kIfPresent;
   Need expected_lse = Need::kIfPresent;
   Need reference_out_f64 = Need::kIfPresent;
+  // The caller honours query_start_loc.npy, sinks.npy and "sliding_window"
+  // (case_decode_args passes them on): they are loaded whenever present,
+  // whatever the Need fields say. false: a case that has any of them is
+  // refused with kUnsupported, never decoded as one token per sequence (tq and
+  // the Python package until they size their rows by T).
+  bool rows_sinks_window = false;
 
   // meta.json only.
   static CaseLoadOptions meta_only();
@@ -108,17 +126,18 @@ struct CaseLoadOptions {
 // offending value; `*out` is then unspecified.
 Status load_case(const std::string& dir, const CaseLoadOptions& options, CaseDir* out);
 
-// Loads a float output [B, Hq, D] to compare against (tq validate --output FILE):
+// Loads a float output [T, Hq, D] to compare against (tq validate --output FILE):
 // `file` is a path, or a name inside the case directory with or without ".npy"
-// (e.g. "vllm_v2_out"). Its shape is checked against Hq, D and, when known, B.
+// (e.g. "vllm_v2_out"). Its shape is checked against Hq, D and, when known, T.
 Status load_case_output(const CaseDir& c, const std::string& file, CaseArray<float>* out);
 
 // The case's cache as a view (kv_cache must be loaded).
 ConstCacheView case_cache(const CaseDir& c);
 
-// Decode arguments for the case's query, block table and seq_lens, writing
-// fp32 out [B, Hq, D] into *out and, when lse is non-null, [B, Hq] into *lse
-// (both resized and filled with `fill`, e.g. a canary).
+// Decode arguments for the case's query, block table, seq_lens and (when
+// present) query_start_loc, sinks and sliding_window, writing fp32 out
+// [T, Hq, D] into *out and, when lse is non-null, [T, Hq] into *lse (both
+// resized and filled with `fill`, e.g. a canary).
 DecodeArgs case_decode_args(const CaseDir& c, const Codebook* codebook, int splits, std::vector<float>* out,
                             std::vector<float>* lse, float fill = 0.0f);
 

@@ -8,6 +8,7 @@
 // library is what this file checks, so it must not share it.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -27,6 +28,12 @@ struct OracleInput {
   const float* query;  // [B, Hq, D], unrotated
   double scale;
   const float* centroids = nullptr;  // default: vllm_codebook
+  // Multi-token rows, sinks, window (decode.hpp): query [T, Hq, D] with
+  // T = query_start_loc[batch]; row i of sequence b at position
+  // seq_lens[b] - q_len_b + i attends to [max(0, p - W + 1), p].
+  const std::int32_t* query_start_loc = nullptr;  // [batch + 1]; null: one row per sequence
+  const float* sinks = nullptr;                    // [Hq], natural-log units; null: none
+  int sliding_window = 0;                          // 0: unlimited
 };
 
 // IEEE binary16, little endian.
@@ -154,49 +161,66 @@ inline const float* oracle_centroids(const OracleInput& in) {
   return f.key_bits == 8 ? nullptr : vllm_codebook(f.head_dim, f.key_bits).centroids;
 }
 
-// out [B, Hq, D] and lse [B, Hq] (natural log) in float64.
+// out [T, Hq, D] and lse [T, Hq] (natural log, the attended scores only: no
+// sink) in float64. With a sink s_h the denominator gains exp(s_h).
 inline void f64_attention(const OracleInput& in, std::vector<double>& out, std::vector<double>& lse) {
   const Format& f = in.layout.format;
   const OracleSlotMap m(in.layout);
   const int D = f.head_dim, bs = in.layout.block_size, hk = in.layout.num_kv_heads;
   const int group = in.num_q_heads / hk;
   const float* cents = oracle_centroids(in);
-  out.assign(static_cast<std::size_t>(in.batch) * in.num_q_heads * D, 0.0);
-  lse.assign(static_cast<std::size_t>(in.batch) * in.num_q_heads, -INFINITY);
+  const std::int64_t rows = in.query_start_loc ? in.query_start_loc[in.batch] : in.batch;
+  out.assign(static_cast<std::size_t>(rows) * in.num_q_heads * D, 0.0);
+  lse.assign(static_cast<std::size_t>(rows) * in.num_q_heads, -INFINITY);
   std::vector<double> q(D), k(D), scores;
   for (int b = 0; b < in.batch; ++b) {
     const int len = in.seq_lens[b];
-    for (int hq = 0; hq < in.num_q_heads; ++hq) {
-      const int h = hq / group;
-      const float* qrow = in.query + (std::int64_t{b} * in.num_q_heads + hq) * D;
-      for (int i = 0; i < D; ++i) {  // rotate with the Sylvester Hadamard / sqrt(D) for Lloyd-Max keys
-        if (m.fp8) {
-          q[i] = qrow[i];
-          continue;
+    const int first = in.query_start_loc ? in.query_start_loc[b] : b;
+    const int q_len = in.query_start_loc ? in.query_start_loc[b + 1] - first : 1;
+    for (int i = 0; i < q_len; ++i) {
+      const std::int64_t row = first + i;
+      const int end = len - q_len + i + 1;  // the row's position + 1
+      const int begin = in.sliding_window > 0 ? std::max(0, end - in.sliding_window) : 0;
+      const int n = std::max(0, end - begin);
+      for (int hq = 0; hq < in.num_q_heads; ++hq) {
+        const int h = hq / group;
+        const float* qrow = in.query + (row * in.num_q_heads + hq) * D;
+        for (int x = 0; x < D; ++x) {  // rotate with the Sylvester Hadamard / sqrt(D) for Lloyd-Max keys
+          if (m.fp8) {
+            q[x] = qrow[x];
+            continue;
+          }
+          double s = 0;
+          for (int j = 0; j < D; ++j) s += (__builtin_popcount(x & j) & 1 ? -1.0 : 1.0) * qrow[j];
+          q[x] = s / std::sqrt(double(D));
         }
-        double s = 0;
-        for (int j = 0; j < D; ++j) s += (__builtin_popcount(i & j) & 1 ? -1.0 : 1.0) * qrow[j];
-        q[i] = s / std::sqrt(double(D));
+        scores.assign(n, 0.0);
+        std::vector<std::vector<double>> vals(n, std::vector<double>(D));
+        for (int t = 0; t < n; ++t) {
+          const int pos = begin + t;
+          const std::uint8_t* blk = in.cache + in.block_table[b * in.max_blocks + pos / bs] * m.block_bytes();
+          oracle_token(f, m, blk, pos % bs, h, cents, k.data(), vals[t].data());
+          double dot = 0;
+          for (int d = 0; d < D; ++d) dot += q[d] * k[d];
+          scores[t] = dot * in.scale;
+        }
+        if (n == 0) continue;
+        double mx = -INFINITY;
+        for (double s : scores) mx = std::max(mx, s);
+        // The output's reference includes the sink (no overflow for sinks far above the scores).
+        const double ref = in.sinks ? std::max(mx, double(in.sinks[hq])) : mx;
+        double den = 0, den_lse = 0;
+        double* o = &out[static_cast<std::size_t>((row * in.num_q_heads + hq) * D)];
+        for (int t = 0; t < n; ++t) {
+          const double w = std::exp(scores[t] - ref);
+          den += w;
+          den_lse += std::exp(scores[t] - mx);
+          for (int d = 0; d < D; ++d) o[d] += w * vals[t][d];
+        }
+        if (in.sinks) den += std::exp(double(in.sinks[hq]) - ref);
+        for (int d = 0; d < D; ++d) o[d] /= den;
+        lse[static_cast<std::size_t>(row * in.num_q_heads + hq)] = mx + std::log(den_lse);
       }
-      scores.assign(len, 0.0);
-      std::vector<std::vector<double>> vals(len, std::vector<double>(D));
-      for (int t = 0; t < len; ++t) {
-        const std::uint8_t* blk = in.cache + in.block_table[b * in.max_blocks + t / bs] * m.block_bytes();
-        oracle_token(f, m, blk, t % bs, h, cents, k.data(), vals[t].data());
-        double dot = 0;
-        for (int d = 0; d < D; ++d) dot += q[d] * k[d];
-        scores[t] = dot * in.scale;
-      }
-      if (len == 0) continue;
-      double mx = -INFINITY, den = 0;
-      for (double s : scores) mx = std::max(mx, s);
-      for (int t = 0; t < len; ++t) {
-        const double w = std::exp(scores[t] - mx);
-        den += w;
-        for (int d = 0; d < D; ++d) out[(std::int64_t{b} * in.num_q_heads + hq) * D + d] += w * vals[t][d];
-      }
-      for (int d = 0; d < D; ++d) out[(std::int64_t{b} * in.num_q_heads + hq) * D + d] /= den;
-      lse[std::int64_t{b} * in.num_q_heads + hq] = mx + std::log(den);
     }
   }
 }

@@ -1,0 +1,345 @@
+// The golden model's multi-token rows, sinks and sliding windows
+// (decode.hpp, docs/ARITHMETIC.md §7): a multi-token decode equals, bit for
+// bit, the same decode written as vLLM's expanded single-token rows; it
+// agrees with the float64 oracle; the sink leaves the LSE alone; and the
+// backends that do not implement them say so instead of ignoring them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/f64_oracle.hpp"
+#include "common/multi_problem.hpp"
+#include "turboquant/backend.hpp"
+#include "turboquant/cpu.hpp"
+
+namespace turboquant {
+namespace {
+
+using testing::make_multi_problem;
+using testing::MultiProblem;
+using testing::MultiSpec;
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Sinks across -1e4 .. 1e4 (one head far below, one far above the scores).
+std::vector<float> sink_values(int heads, std::uint32_t seed) {
+  static const float kSinks[] = {-1e4f, -2.0f, 0.0f, 0.5f, 3.0f, 8.0f, 1e4f, -0.75f, 40.0f, 1.25f};
+  std::vector<float> s(heads);
+  for (int h = 0; h < heads; ++h) s[h] = kSinks[(h + seed) % 10];
+  return s;
+}
+
+struct Combo {
+  Preset preset;
+  LayoutKind layout;
+  int head_dim, group;
+  std::vector<int> seq_lens, q_lens;
+  int window;
+  bool sinks;
+  int splits;
+};
+
+MultiSpec spec_of(const Combo& c, std::uint32_t seed) {
+  MultiSpec m;
+  m.base.format = preset_format(c.preset, c.head_dim, c.layout);
+  m.base.group = c.group;
+  m.base.seq_lens = c.seq_lens;
+  m.base.seed = seed;
+  m.q_lens = c.q_lens;
+  m.window = c.window;
+  if (c.sinks) m.sinks = sink_values(m.base.num_kv_heads * c.group, seed);
+  return m;
+}
+
+// q_len 1, 2, 4, 8, 16, 128; GQA 1/4/8; windows shorter and longer than the
+// sequences; with and without sinks; 32 splits and a few.
+std::vector<Combo> combos() {
+  struct Rows {
+    std::vector<int> seq_lens, q_lens;
+  };
+  const Rows rows[] = {{{40, 3, 170}, {1, 2, 4}}, {{33, 120, 16}, {8, 16, 1}}, {{200}, {128}}};
+  const struct {
+    int window;
+    bool sinks;
+  } extras[] = {{0, false}, {0, true}, {7, true}, {48, false}, {4096, true}};
+  const struct {
+    Preset preset;
+    LayoutKind layout;
+    int head_dim;
+  } formats[] = {{Preset::k4BitNc, LayoutKind::kSoA, 128},
+                 {Preset::kK8V4, LayoutKind::kAoS, 128},
+                 {Preset::kK3V4Nc, LayoutKind::kSoA, 64},
+                 {Preset::k4BitNc, LayoutKind::kAoS, 64}};
+  std::vector<Combo> out;
+  int i = 0;
+  for (const Rows& r : rows) {
+    for (int group : {1, 4, 8}) {
+      for (const auto& e : extras) {
+        const auto& f = formats[i % 4];
+        out.push_back({f.preset, f.layout, f.head_dim, group, r.seq_lens, r.q_lens, e.window, e.sinks,
+                       i % 3 == 2 ? 3 : 32});
+        ++i;
+      }
+    }
+  }
+  return out;
+}
+
+class MultiTokenGrid : public ::testing::TestWithParam<int> {
+ protected:
+  Combo combo() const { return combos()[static_cast<std::size_t>(GetParam())]; }
+  std::uint32_t seed() const { return 101 + static_cast<std::uint32_t>(GetParam()); }
+};
+
+TEST_P(MultiTokenGrid, EqualsExpandedSingleTokenRowsBitwise) {
+  const Combo c = combo();
+  const MultiSpec spec = spec_of(c, seed());
+  SCOPED_TRACE(spec.name() + " splits " + std::to_string(c.splits));
+  std::printf("seed %u: %s\n", seed(), spec.name().c_str());
+  const MultiProblem m = make_multi_problem(spec);
+  std::vector<float> out, lse, ex_out, ex_lse;
+  ASSERT_TRUE(decode_reference(m.p.view(), m.args(out, lse, c.splits)).ok());
+  const Status s = decode_reference(m.p.view(), m.expanded_args(ex_out, ex_lse, c.splits));
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_TRUE(same_bits(out, ex_out));
+  EXPECT_TRUE(same_bits(lse, ex_lse));
+}
+
+TEST_P(MultiTokenGrid, AgainstFloat64Oracle) {
+  const Combo c = combo();
+  const MultiSpec spec = spec_of(c, seed());
+  SCOPED_TRACE(spec.name() + " splits " + std::to_string(c.splits));
+  const MultiProblem m = make_multi_problem(spec);
+  std::vector<float> out, lse;
+  ASSERT_TRUE(decode_reference(m.p.view(), m.args(out, lse, c.splits)).ok());
+  testing::OracleInput in{m.p.layout, m.p.cache.data(), m.p.batch, m.p.num_q_heads, m.p.max_blocks,
+                          m.p.block_table.data(), m.p.seq_lens.data(), m.query.data(), m.p.scale};
+  in.query_start_loc = m.query_start_loc.data();
+  in.sinks = m.sinks.empty() ? nullptr : m.sinks.data();
+  in.sliding_window = m.window;
+  std::vector<double> want, want_lse;
+  testing::f64_attention(in, want, want_lse);
+  EXPECT_LE(testing::rel_l2(out, want), 1e-5);
+  for (std::size_t i = 0; i < lse.size(); ++i) {
+    EXPECT_NEAR(lse[i], want_lse[i], 1e-4 + 1e-6 * std::fabs(want_lse[i])) << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, MultiTokenGrid, ::testing::Range(0, static_cast<int>(combos().size())));
+
+MultiProblem small_multi(std::vector<float> sinks = {}, int window = 0) {
+  MultiSpec spec;
+  spec.base.seq_lens = {5, 40, 1};
+  spec.base.seed = 3;
+  spec.q_lens = {2, 3, 1};
+  spec.sinks = std::move(sinks);
+  spec.window = window;
+  return make_multi_problem(spec);
+}
+
+// The sink changes the output, never the LSE (§7: the LSE of the attended scores).
+TEST(ReferenceMultiToken, SinksLeaveTheLseAlone) {
+  const MultiProblem plain = small_multi();
+  const MultiProblem sunk = small_multi(sink_values(8, 0));
+  std::vector<float> out, lse, s_out, s_lse;
+  ASSERT_TRUE(decode_reference(plain.p.view(), plain.args(out, lse)).ok());
+  ASSERT_TRUE(decode_reference(sunk.p.view(), sunk.args(s_out, s_lse)).ok());
+  EXPECT_TRUE(same_bits(lse, s_lse));
+  EXPECT_FALSE(same_bits(out, s_out));
+  // Head 0 has sink -1e4: its weight is exactly 0, so its rows keep their bits.
+  const int dims = 128;
+  for (int r = 0; r < sunk.rows; ++r) {
+    EXPECT_EQ(std::memcmp(&out[std::size_t(r) * 8 * dims], &s_out[std::size_t(r) * 8 * dims], dims * 4), 0) << r;
+  }
+  // Head 6 has sink 1e4: every token's weight is 0, the output row is +0.
+  for (int r = 0; r < sunk.rows; ++r) {
+    for (int d = 0; d < dims; ++d) EXPECT_EQ(s_out[(std::size_t(r) * 8 + 6) * dims + d], 0.0f);
+  }
+}
+
+// query_start_loc [0, 1, ..., B] is the single-token call, and a window at
+// least as long as every row's prefix is no window: the same bits.
+TEST(ReferenceMultiToken, OneTokenPerSequenceAndLongWindowsAreThePlainCall) {
+  const auto p = testing::make_problem({37, 1, 300, 16}, 5);
+  std::vector<float> out, lse, m_out, m_lse;
+  ASSERT_TRUE(decode_reference(p.view(), p.args(out, lse)).ok());
+  const std::vector<std::int32_t> starts{0, 1, 2, 3, 4};
+  DecodeArgs a = p.args(m_out, m_lse);
+  a.query_start_loc = testing::bytes_of(starts);
+  a.num_query_rows = 4;
+  ASSERT_TRUE(decode_reference(p.view(), a).ok());
+  EXPECT_TRUE(same_bits(out, m_out));
+  EXPECT_TRUE(same_bits(lse, m_lse));
+  a = p.args(m_out, m_lse);
+  a.sliding_window = 300;
+  ASSERT_TRUE(decode_reference(p.view(), a).ok());
+  EXPECT_TRUE(same_bits(out, m_out));
+  a.sliding_window = 299;  // the 300-token row now drops its first token
+  ASSERT_TRUE(decode_reference(p.view(), a).ok());
+  EXPECT_FALSE(same_bits(out, m_out));
+}
+
+// q_len 0 (vLLM's CUDA-graph padding): the sequence owns no row, the others are unchanged.
+TEST(ReferenceMultiToken, EmptyQueryRunsOwnNoRow) {
+  const MultiProblem m = small_multi(sink_values(8, 1), 9);
+  std::vector<float> out, lse;
+  ASSERT_TRUE(decode_reference(m.p.view(), m.args(out, lse)).ok());
+  // Sequence 1 (q_len 3) padded out: rows of sequences 0 and 2 only, same bits.
+  MultiProblem padded = m;
+  padded.query_start_loc = {0, 2, 2, 3};
+  padded.rows = 3;
+  padded.query.erase(padded.query.begin() + 2 * 8 * 128, padded.query.begin() + 5 * 8 * 128);
+  std::vector<float> p_out, p_lse;
+  const Status s = decode_reference(padded.p.view(), padded.args(p_out, p_lse));
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  const std::size_t row = 8 * 128;
+  EXPECT_EQ(std::memcmp(p_out.data(), out.data(), 2 * row * 4), 0);
+  EXPECT_EQ(std::memcmp(&p_out[2 * row], &out[5 * row], row * 4), 0);
+  EXPECT_EQ(std::memcmp(&p_lse[16], &lse[40], 8 * 4), 0);
+}
+
+// ---- bad input: every new check names the entry, nothing is written ---------
+
+struct BadCase {
+  std::string what;
+  std::function<void(DecodeArgs&, std::vector<std::int32_t>&, std::vector<float>&)> damage;
+  StatusCode code;
+  std::string text;
+};
+
+TEST(ReferenceMultiToken, BadInputIsNamedAndNothingIsWritten) {
+  const MultiProblem m = small_multi(sink_values(8, 2), 0);
+  std::vector<std::int32_t> seq_lens_copy = m.p.seq_lens;
+  const std::vector<BadCase> cases = {
+      {"start", [](DecodeArgs&, auto& q, auto&) { q[0] = 1; }, StatusCode::kInvalidArgument,
+       "query_start_loc[0] = 1: must be 0"},
+      {"decreasing", [](DecodeArgs&, auto& q, auto&) { q = {0, 3, 2, 6}; }, StatusCode::kInvalidArgument,
+       "query_start_loc[2] = 2 < query_start_loc[1] = 3: must not decrease"},
+      {"end", [](DecodeArgs&, auto& q, auto&) { q[3] = 5; }, StatusCode::kInvalidArgument,
+       "query_start_loc[3] = 5: must equal num_query_rows = 6"},
+      {"q_len > seq_len", [](DecodeArgs&, auto& q, auto&) { q = {0, 2, 3, 6}; }, StatusCode::kInvalidArgument,
+       "query_start_loc[3] = 6: q_len of sequence 2 = 3 exceeds seq_lens[2] = 1 (the query tokens are part of the "
+       "sequence)"},
+      {"short query_start_loc", [](DecodeArgs& a, auto&, auto&) { a.query_start_loc.bytes = 12; },
+       StatusCode::kBufferTooSmall, "query_start_loc has 12 bytes but [4] int32 needs 16"},
+      {"rows without query_start_loc",
+       [](DecodeArgs& a, auto&, auto&) { a.query_start_loc = {}; }, StatusCode::kInvalidArgument,
+       "num_query_rows = 6 but query_start_loc is empty: must be 0 or batch = 3"},
+      {"negative rows", [](DecodeArgs& a, auto&, auto&) { a.num_query_rows = -1; }, StatusCode::kInvalidArgument,
+       "num_query_rows = -1: must be in [0, batch x 128 = 384]"},
+      {"query sized by T", [](DecodeArgs& a, auto&, auto&) { a.query.bytes -= 4; }, StatusCode::kBufferTooSmall,
+       "query has 24572 bytes but [6, 8, 128] float32 needs 24576"},
+      {"lse sized by T", [](DecodeArgs& a, auto&, auto&) { a.lse.bytes = 4 * 8 * 5; }, StatusCode::kBufferTooSmall,
+       "lse has 160 bytes but [6, 8] float32 needs 192"},
+      {"nan sink", [](DecodeArgs&, auto&, auto& s) { s[3] = NAN; }, StatusCode::kNonFinite,
+       "sinks[3] = nan is not finite"},
+      {"inf sink", [](DecodeArgs&, auto&, auto& s) { s[7] = -INFINITY; }, StatusCode::kNonFinite,
+       "sinks[7] = -inf is not finite"},
+      {"huge sink", [](DecodeArgs&, auto&, auto& s) { s[1] = 3e38f; }, StatusCode::kNonFinite,
+       ": sinks * log2(e) overflows float32"},
+      {"short sinks", [](DecodeArgs& a, auto&, auto&) { a.sinks.bytes = 28; }, StatusCode::kBufferTooSmall,
+       "sinks has 28 bytes but [8] float32 needs 32"},
+      {"negative window", [](DecodeArgs& a, auto&, auto&) { a.sliding_window = -1; }, StatusCode::kInvalidArgument,
+       "sliding_window = -1: must be >= 0 (0: unlimited)"},
+  };
+  for (const BadCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::vector<std::int32_t> starts = m.query_start_loc;
+    std::vector<float> sinks = m.sinks, out, lse;
+    DecodeArgs a = m.args(out, lse);
+    c.damage(a, starts, sinks);
+    if (a.query_start_loc.data != nullptr) a.query_start_loc.data = starts.data();
+    if (a.sinks.data != nullptr) a.sinks.data = sinks.data();
+    const Status s = decode_reference(m.p.view(), a);
+    EXPECT_EQ(s.code(), c.code) << s.to_string();
+    EXPECT_NE(s.message().find(c.text), std::string::npos) << s.message();
+    for (float x : out) ASSERT_EQ(x, -7.0f);
+    for (float x : lse) ASSERT_EQ(x, -7.0f);
+  }
+  {
+    // q_len 129 (the buffers sized for its 130 rows).
+    MultiProblem big = m;
+    big.query_start_loc = {0, 0, 129, 130};
+    big.rows = 130;
+    big.query.assign(std::size_t(130) * 8 * 128, 0.5f);
+    std::vector<float> out, lse;
+    const Status s = decode_reference(big.p.view(), big.args(out, lse));
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message(), "query_start_loc[2] = 129: q_len of sequence 1 = 129 exceeds 128");
+    for (float x : out) ASSERT_EQ(x, -7.0f);
+  }
+  // A non-finite query element is named by its row.
+  MultiProblem bad = m;
+  bad.query[(4 * 8 + 2) * 128 + 5] = INFINITY;
+  std::vector<float> out, lse;
+  const Status s = decode_reference(bad.p.view(), bad.args(out, lse));
+  EXPECT_EQ(s.code(), StatusCode::kNonFinite);
+  EXPECT_NE(s.message().find("query[4][2][5] = inf is not finite (query row 4, head 2, dim 5)"), std::string::npos)
+      << s.message();
+}
+
+// ---- the other backends refuse the new fields instead of ignoring them -------
+
+TEST(ReferenceMultiToken, OtherBackendsReturnUnsupported) {
+  MultiProblem with_rows = small_multi();
+  const auto single = testing::make_problem({37, 5}, 9);
+  for (int variant = 0; variant < 3; ++variant) {
+    std::vector<float> out, lse;
+    DecodeArgs a;
+    const MultiProblem* mp = nullptr;
+    std::vector<float> sinks(8, 1.0f);
+    std::string given;
+    if (variant == 0) {
+      a = with_rows.args(out, lse);
+      mp = &with_rows;
+      given = "query_start_loc";
+    } else {
+      a = single.args(out, lse);
+      if (variant == 1) {
+        a.sinks = testing::bytes_of(sinks);
+        given = "sinks";
+      } else {
+        a.sliding_window = 16;
+        given = "sliding_window = 16";
+      }
+    }
+    const ConstCacheView view = mp != nullptr ? mp->p.view() : single.view();
+    SCOPED_TRACE(given);
+    for (const Backend* b : backends()) {
+      if (!b->status().ok()) continue;  // unbuilt or no device: says so itself
+      SCOPED_TRACE(std::string(b->name()));
+      if (b->name() == "cpu-ref") {
+        EXPECT_TRUE(b->supports(view, a).ok());
+        EXPECT_TRUE(b->decode(view, a).ok());
+        continue;
+      }
+      const std::string text = "query_start_loc / sinks / sliding_window: not supported by " + std::string(b->name()) +
+                               " yet (given: " + given + ")";
+      const Status sup = b->supports(view, a);
+      EXPECT_EQ(sup.code(), StatusCode::kUnsupported);
+      EXPECT_EQ(sup.message(), text);
+      std::fill(out.begin(), out.end(), -7.0f);
+      const Status run = b->decode(view, a);
+      EXPECT_EQ(run.code(), StatusCode::kUnsupported);
+      EXPECT_EQ(run.message(), text);
+      for (float x : out) ASSERT_EQ(x, -7.0f);
+    }
+    // The CPU entry point itself, whatever ISA it picks.
+    std::fill(out.begin(), out.end(), -7.0f);
+    const Status s = decode_cpu(view, a);
+    EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.to_string();
+    EXPECT_NE(s.message().find("not supported by cpu:"), std::string::npos) << s.message();
+    for (float x : out) ASSERT_EQ(x, -7.0f);
+  }
+}
+
+}  // namespace
+}  // namespace turboquant

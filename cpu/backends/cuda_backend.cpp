@@ -28,8 +28,8 @@ class CudaBackend final : public Backend {
   Status can_encode(const ConstCacheView& cache, const EncodeArgs& args) const override {
     return cuda::encode_can_implement(cache, args);
   }
-  Status can_dequantize(const ConstCacheView&, const DequantizeArgs&) const override {
-    return Status(StatusCode::kUnsupported, std::string(info_.name) + " has no dequantize yet (use cpu-ref or cpu:*)");
+  Status can_dequantize(const ConstCacheView& cache, const DequantizeArgs& args) const override {
+    return cuda::dequantize_can_implement(cache, args);
   }
   Status run_decode(const ConstCacheView& cache, const DecodeArgs& args, const BackendOptions&) const override {
     return cuda::decode_from_host(cache, args, mode_);
@@ -39,7 +39,7 @@ class CudaBackend final : public Backend {
   }
   Status run_dequantize(const ConstCacheView& cache, const DequantizeArgs& args,
                         const BackendOptions&) const override {
-    return can_dequantize(cache, args);
+    return cuda::dequantize_from_host(cache, args);
   }
 
  private:

@@ -64,6 +64,7 @@
 
 #include "turboquant/cache_view.hpp"
 #include "turboquant/decode.hpp"
+#include "turboquant/dequantize.hpp"
 #include "turboquant/encode.hpp"
 #include "turboquant/status.hpp"
 
@@ -191,5 +192,24 @@ Status validate_encode_device(const ConstCacheView& cache, const EncodeArgs& arg
 // wrote (its slots' records and metadata; every other host byte is neither
 // read nor written, so concurrent calls into disjoint slots compose). Synchronous.
 Status encode_from_host(const CacheView& cache, const EncodeArgs& args);
+
+// --- dequantize ----------------------------------------------------------------
+
+// Checks shapes, sizes, pointers and the codebook (no device memory is read:
+// slot, block and seq_len values are trusted as in decode()).
+Status dequantize_can_implement(const ConstCacheView& cache, const DequantizeArgs& args);
+Status dequantize_sequences_can_implement(const ConstCacheView& cache, const DequantizeSequencesArgs& args);
+
+// Enqueues the dequantize of a list of slots / of whole sequences through a
+// block table (dequantize.hpp): the fp32 outputs are dequantize_reference's
+// bits, fp16 / bf16 those rounded to nearest even. Device pointers; allocates
+// nothing, never synchronizes the host. Grid: min(ceil(items * Hk / 128),
+// 16 * SMs) blocks of 128 threads (items = num_slots, or batch * max_seq).
+Status dequantize(const ConstCacheView& cache, const DequantizeArgs& args, void* stream);
+Status dequantize_sequences(const ConstCacheView& cache, const DequantizeSequencesArgs& args, void* stream);
+
+// Host pointers: validate_dequantize*, copy in, run, copy back. Synchronous.
+Status dequantize_from_host(const ConstCacheView& cache, const DequantizeArgs& args);
+Status dequantize_sequences_from_host(const ConstCacheView& cache, const DequantizeSequencesArgs& args);
 
 }  // namespace turboquant::cuda

@@ -256,47 +256,83 @@ void encode(const PyLayout& l, const OutArray& cache_a, const InArray& keys_a, c
   check(s, "encode");
 }
 
+turboquant::Basis basis_of(const std::string& basis) {
+  if (basis == "original") return turboquant::Basis::kOriginal;
+  if (basis == "rotated") return turboquant::Basis::kRotated;
+  throw_value_error("basis = '" + basis + "' is not one of 'original', 'rotated'");
+}
+
 void dequantize(const PyLayout& l, const InArray& cache_a, const InArray& slots_a, const OutArray& keys_a,
-                const OutArray& values_a, const std::string& basis, const std::string& backend,
+                const OutArray& values_a, const std::string& basis, const std::string& backend, std::uintptr_t stream,
                 const std::optional<InArray>& centroids_a, const std::optional<InArray>& rotation_a, int threads) {
   const int D = l.layout.format.head_dim, Hk = l.layout.num_kv_heads;
   const ArrayArg cache = cache_array(l, cache_a, in_array);
   const ArrayArg slots = in_array("slots", slots_a, {Elem::kInt64}, {-1}, {"num_slots"});
   const std::int64_t N = slots.dim(0);
-  const ArrayArg keys = out_array("keys", keys_a, {Elem::kFloat32}, {N, Hk, D}, {"num_slots", "num_kv_heads", "head_dim"});
-  const ArrayArg values =
-      out_array("values", values_a, {Elem::kFloat32}, {N, Hk, D}, {"num_slots", "num_kv_heads", "head_dim"});
+  const ArrayArg keys = out_array("keys", keys_a, {Elem::kFloat32, Elem::kFloat16, Elem::kBFloat16}, {N, Hk, D},
+                                  {"num_slots", "num_kv_heads", "head_dim"});
+  const ArrayArg values = out_array("values", values_a, {keys.elem}, {N, Hk, D}, {"num_slots", "num_kv_heads", "head_dim"});
   const std::optional<ArrayArg> rot = rotation(l, rotation_a);
   const Device device = common_device({&cache, &slots, &keys, &values, rot ? &*rot : nullptr});
-  if (device.cuda) {
-    throw_value_error("dequantize runs on the CPU: kv_cache is on " + device.name() +
-                      " (pass CPU arrays, e.g. kv_cache.cpu())");
-  }
   const Route where = route(backend, device, cache);
-  turboquant::DequantizeArgs args;
-  if (basis == "original") {
-    args.basis = turboquant::Basis::kOriginal;
-  } else if (basis == "rotated") {
-    args.basis = turboquant::Basis::kRotated;
-  } else {
-    throw_value_error("basis = '" + basis + "' is not one of 'original', 'rotated'");
-  }
   const std::optional<turboquant::Codebook> cb = codebook(l, centroids_a);
+  turboquant::DequantizeArgs args;
+  args.basis = basis_of(basis);
   args.slots = slots.in();
   args.num_slots = N;
   args.keys = keys.out();
   args.values = values.out();
+  args.out_dtype = keys.dtype();
   args.codebook = cb ? &*cb : nullptr;
   if (rot) args.rotation = rot->in();
   const turboquant::ConstCacheView view = cache_view(l, cache);
   const BackendOptions options = host_options(threads);
-
   Status s;
   {
     nb::gil_scoped_release release;
-    s = where.host->dequantize(view, args, options);
+    s = where.cuda ? cuda_dequantize(view, args, device.id, stream) : where.host->dequantize(view, args, options);
   }
   check(s, "dequantize");
+}
+
+void dequantize_sequences(const PyLayout& l, const InArray& cache_a, const InArray& table_a, const InArray& lens_a,
+                          const OutArray& keys_a, const OutArray& values_a, const std::string& basis,
+                          const std::string& backend, std::uintptr_t stream, const std::optional<InArray>& centroids_a,
+                          const std::optional<InArray>& rotation_a) {
+  const int D = l.layout.format.head_dim, Hk = l.layout.num_kv_heads;
+  const ArrayArg cache = cache_array(l, cache_a, in_array);
+  const ArrayArg table = in_array("block_table", table_a, {Elem::kInt32}, {-1, -1}, {"B", "max_blocks_per_seq"});
+  const std::int64_t B = table.dim(0);
+  const ArrayArg lens = in_array("seq_lens", lens_a, {Elem::kInt32}, {B}, {"B"});
+  const ArrayArg keys = out_array("keys", keys_a, {Elem::kFloat32, Elem::kFloat16, Elem::kBFloat16}, {B, Hk, -1, D},
+                                  {"B", "num_kv_heads", "max_seq", "head_dim"});
+  const ArrayArg values = out_array("values", values_a, {keys.elem}, {B, Hk, keys.dim(2), D},
+                                    {"B", "num_kv_heads", "max_seq", "head_dim"});
+  const std::optional<ArrayArg> rot = rotation(l, rotation_a);
+  const Device device = common_device({&cache, &table, &lens, &keys, &values, rot ? &*rot : nullptr});
+  const Route where = route(backend, device, cache);
+  const std::optional<turboquant::Codebook> cb = codebook(l, centroids_a);
+  turboquant::DequantizeSequencesArgs args;
+  args.basis = basis_of(basis);
+  args.block_table = table.in();
+  args.batch = as_int("B", B);
+  args.max_blocks_per_seq = as_int("max_blocks_per_seq", table.dim(1));
+  args.seq_lens = lens.in();
+  args.max_seq = as_int("max_seq", keys.dim(2));
+  args.keys = keys.out();
+  args.values = values.out();
+  args.out_dtype = keys.dtype();
+  args.codebook = cb ? &*cb : nullptr;
+  if (rot) args.rotation = rot->in();
+  const turboquant::ConstCacheView view = cache_view(l, cache);
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    // The CPU backends' dequantize is the golden model's.
+    s = where.cuda ? cuda_dequantize_sequences(view, args, device.id, stream)
+                   : turboquant::dequantize_sequences_reference(view, args);
+  }
+  check(s, "dequantize_sequences");
 }
 
 }  // namespace
@@ -310,8 +346,11 @@ void bind_ops(nb::module_& m) {
         nb::arg("slot_mapping"), nb::arg("backend"), nb::arg("stream"), nb::arg("centroids").none(),
         nb::arg("rotation").none(), nb::arg("threads"), nb::arg("check_finite"));
   m.def("_dequantize", &dequantize, nb::arg("layout"), nb::arg("kv_cache"), nb::arg("slots"), nb::arg("keys"),
-        nb::arg("values"), nb::arg("basis"), nb::arg("backend"), nb::arg("centroids").none(),
+        nb::arg("values"), nb::arg("basis"), nb::arg("backend"), nb::arg("stream"), nb::arg("centroids").none(),
         nb::arg("rotation").none(), nb::arg("threads"));
+  m.def("_dequantize_sequences", &dequantize_sequences, nb::arg("layout"), nb::arg("kv_cache"), nb::arg("block_table"),
+        nb::arg("seq_lens"), nb::arg("keys"), nb::arg("values"), nb::arg("basis"), nb::arg("backend"),
+        nb::arg("stream"), nb::arg("centroids").none(), nb::arg("rotation").none());
   m.def("_decode_call_ns", &decode_call_ns, nb::arg("layout"), nb::arg("query"), nb::arg("kv_cache"),
         nb::arg("block_table"), nb::arg("seq_lens"), nb::arg("scale"), nb::arg("num_splits"), nb::arg("out"),
         nb::arg("lse").none(), nb::arg("backend"), nb::arg("stream"), nb::arg("workspace").none(), nb::arg("calls"));

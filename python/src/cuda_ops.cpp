@@ -79,6 +79,20 @@ Status cuda_decode(const turboquant::ConstCacheView& cache, const turboquant::De
   return s;
 }
 
+Status cuda_dequantize(const turboquant::ConstCacheView& cache, const turboquant::DequantizeArgs& args, int device,
+                       std::uintptr_t stream) {
+  DeviceGuard guard(device);
+  if (guard.status() != cudaSuccess) return device_error("cudaSetDevice", guard.status());
+  return cuda::dequantize(cache, args, as_stream(stream));
+}
+
+Status cuda_dequantize_sequences(const turboquant::ConstCacheView& cache,
+                                 const turboquant::DequantizeSequencesArgs& args, int device, std::uintptr_t stream) {
+  DeviceGuard guard(device);
+  if (guard.status() != cudaSuccess) return device_error("cudaSetDevice", guard.status());
+  return cuda::dequantize_sequences(cache, args, as_stream(stream));
+}
+
 Status device_synchronize(const Device& device) {
   if (!device.cuda) return Status();
   DeviceGuard guard(device.id);

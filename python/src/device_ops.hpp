@@ -10,6 +10,7 @@
 #include "arrays.hpp"
 #include "turboquant/cache_view.hpp"
 #include "turboquant/decode.hpp"
+#include "turboquant/dequantize.hpp"
 #include "turboquant/encode.hpp"
 #include "turboquant/status.hpp"
 
@@ -31,6 +32,13 @@ std::size_t cuda_decode_workspace_bytes(int batch, int num_q_heads, int num_spli
 // Enqueues the encode on `stream` with `device` current.
 turboquant::Status cuda_encode(const turboquant::CacheView& cache, const turboquant::EncodeArgs& args, int device,
                                std::uintptr_t stream);
+
+// Enqueue the dequantize (list / block-table form) on `stream` with `device` current.
+turboquant::Status cuda_dequantize(const turboquant::ConstCacheView& cache, const turboquant::DequantizeArgs& args,
+                                   int device, std::uintptr_t stream);
+turboquant::Status cuda_dequantize_sequences(const turboquant::ConstCacheView& cache,
+                                             const turboquant::DequantizeSequencesArgs& args, int device,
+                                             std::uintptr_t stream);
 
 // Waits for everything queued on `device` (CPU: nothing to wait for).
 turboquant::Status device_synchronize(const Device& device);

@@ -19,6 +19,14 @@ turboquant::Status cuda_decode(const turboquant::ConstCacheView&, const turboqua
                                std::uintptr_t, turboquant::MutableBuffer) {
   return not_built();
 }
+turboquant::Status cuda_dequantize(const turboquant::ConstCacheView&, const turboquant::DequantizeArgs&, int,
+                                   std::uintptr_t) {
+  return not_built();
+}
+turboquant::Status cuda_dequantize_sequences(const turboquant::ConstCacheView&,
+                                             const turboquant::DequantizeSequencesArgs&, int, std::uintptr_t) {
+  return not_built();
+}
 turboquant::Status device_synchronize(const Device& device) {
   return device.cuda ? not_built() : turboquant::Status();
 }

@@ -343,3 +343,22 @@ def test_vllm_drop_ins_refuse_what_they_cannot_honour():
     out = aos_decode.triton_turboquant_decode_attention(*base[:5], shifted, case.scale, 4, a["key_packed_size"], 4,
                                                         norm_correction=True, PiT=a["Pi"])
     np.testing.assert_array_equal(out.float().numpy(), golden(case, centroids=shifted.numpy()))
+
+
+@cuda
+@pytest.mark.parametrize("path", CASES, ids=os.path.basename)
+def test_cuda_dequantize_equals_the_golden_model(path):
+    case = tq.load_case(path)
+    for basis in ("original", "rotated"):
+        k, v = tq.dequantize(case.kv_cache, case.slot_mapping, case.layout, basis)
+        ks, vs = tq.dequantize_sequences(case.kv_cache, case.block_table, case.seq_lens, case.layout, basis=basis)
+        cache = torch.from_numpy(case.kv_cache).cuda()
+        gk, gv = tq.dequantize(cache, torch.from_numpy(case.slot_mapping).cuda(), case.layout, basis)
+        np.testing.assert_array_equal(gk.cpu().numpy(), k)
+        np.testing.assert_array_equal(gv.cpu().numpy(), v)
+        table, lens = torch.from_numpy(case.block_table).cuda(), torch.from_numpy(case.seq_lens).cuda()
+        gks, gvs = tq.dequantize_sequences(cache, table, lens, case.layout, basis=basis)
+        np.testing.assert_array_equal(gks.cpu().numpy(), ks)
+        np.testing.assert_array_equal(gvs.cpu().numpy(), vs)
+        hk, _ = tq.dequantize_sequences(cache, table, lens, case.layout, basis=basis, dtype="bfloat16")
+        np.testing.assert_array_equal(hk.cpu(), torch.from_numpy(ks).to(torch.bfloat16))

@@ -55,7 +55,7 @@ from ._validate import Validation, validate  # noqa: E402
 
 __all__ = [
     "Layout", "Codebook", "codebook", "Backend", "backends", "isas", "cuda_built",
-    "encode", "decode", "dequantize", "decode_workspace_bytes",
+    "encode", "decode", "dequantize", "dequantize_sequences", "decode_workspace_bytes",
     "validate", "Validation", "load_case", "save_case", "Case",
 ]
 
@@ -189,24 +189,53 @@ def _torch_workspace(query, num_splits, head_dim):
     return torch.empty(max(nbytes, 1), dtype=torch.uint8, device=query.device) if nbytes > 0 else None
 
 
-def dequantize(kv_cache, slots, layout, basis="original", *, backend=None, centroids=None, rotation=None,
-               threads=0):
-    """The cache's K and V at ``slots`` (int64 [N]) as float32 [N, Hk, D] each, keys in the
-    'original' basis (rotated back) or the 'rotated' one (as stored); returns (keys,
-    values). Runs on the CPU (CPU arrays)."""
+def dequantize(kv_cache, slots, layout, basis="original", *, dtype="float32", backend=None, stream=None,
+               centroids=None, rotation=None, threads=0):
+    """The cache's K and V at ``slots`` (int64 [N]) as [N, Hk, D] arrays of ``dtype``
+    ('float32': the golden model's bits; 'float16' / 'bfloat16': those rounded to nearest
+    even), keys in the 'original' basis (rotated back) or the 'rotated' one (as stored);
+    returns (keys, values). CPU arrays run the golden model, CUDA arrays the CUDA kernel
+    (the same bytes) on the current stream."""
     _check_layout(layout)
     _arrays.require_array("kv_cache", kv_cache)
     _arrays.require_array("slots", slots)
     slots = _as_int64(slots)
-    n = int(slots.shape[0]) if len(slots.shape) == 1 else -1
-    if n < 0:
+    if len(slots.shape) != 1:
         raise ValueError(f"slots: shape {list(slots.shape)} has {len(slots.shape)} dimensions, expected 1 [num_slots]")
-    shape = (n, layout.num_kv_heads, layout.head_dim)
-    keys = _arrays.empty(kv_cache, shape, "float32")
-    values = _arrays.empty(kv_cache, shape, "float32")
+    shape = (int(slots.shape[0]), layout.num_kv_heads, layout.head_dim)
+    keys = _arrays.empty(kv_cache, shape, str(dtype))
+    values = _arrays.empty(kv_cache, shape, str(dtype))
     dl = _arrays.dl
     _ext._dequantize(layout, dl(kv_cache), dl(slots), dl(keys), dl(values), str(basis), backend or "",
-                     _host_centroids(centroids), _opt(rotation), _arrays.require_int32("threads", threads))
+                     _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids), _opt(rotation),
+                     _arrays.require_int32("threads", threads))
+    return keys, values
+
+
+def dequantize_sequences(kv_cache, block_table, seq_lens, layout, max_seq=None, basis="original", *,
+                         dtype="float32", backend=None, stream=None, centroids=None, rotation=None):
+    """Whole sequences through a block table, in the [B, Hk, max_seq, D] layout of vLLM's
+    continuation prefill (what it feeds to FlashAttention): position j < seq_lens[b] of
+    sequence b at [b, :, j]; rows past seq_lens[b] are zero. max_seq defaults to block_table.shape[1] * block_size (no device-to-host read
+    of seq_lens). Returns (keys, values) of ``dtype``; basis as in dequantize."""
+    _check_layout(layout)
+    for name, x in (("kv_cache", kv_cache), ("block_table", block_table), ("seq_lens", seq_lens)):
+        _arrays.require_array(name, x)
+    if len(block_table.shape) != 2:
+        raise ValueError(f"block_table: shape {list(block_table.shape)} has {len(block_table.shape)} dimensions, "
+                         "expected 2 [B, max_blocks_per_seq]")
+    if max_seq is None:
+        max_seq = int(block_table.shape[1]) * layout.block_size
+    max_seq = _arrays.require_int32("max_seq", max_seq)
+    if max_seq < 0:
+        raise ValueError(f"max_seq = {max_seq} must be >= 0")
+    shape = (int(block_table.shape[0]), layout.num_kv_heads, max_seq, layout.head_dim)
+    keys = _arrays.zeros(kv_cache, shape, str(dtype))
+    values = _arrays.zeros(kv_cache, shape, str(dtype))
+    dl = _arrays.dl
+    _ext._dequantize_sequences(layout, dl(kv_cache), dl(block_table), dl(seq_lens), dl(keys), dl(values), str(basis),
+                               backend or "", _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids),
+                               _opt(rotation))
     return keys, values
 
 

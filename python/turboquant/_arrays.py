@@ -87,6 +87,16 @@ def empty(ref, shape, dtype):
     raise TypeError(f"cannot allocate an output next to a {type(ref).__name__}: pass out= explicitly")
 
 
+def zeros(ref, shape, dtype):
+    """As empty(), filled with zeros."""
+    torch = torch_module(ref)
+    if torch is not None:
+        return torch.zeros(shape, dtype=getattr(torch, dtype), device=ref.device)
+    out = empty(ref, shape, dtype)
+    out[...] = 0
+    return out
+
+
 def is_cuda(x):
     """Whether `x` lives on a CUDA device (DLPack device type 2)."""
     torch = torch_module(x)

@@ -1,10 +1,12 @@
 // decode_cpu: validation, the split plan's work items as oneTBB tasks, and
-// the merge. Sequences are processed in chunks whose workspace stays under
-// kWorkspaceCap; per chunk, three parallel phases, each deterministic
-// whatever the thread count because every task writes only its own slice:
-//   1. queries: rotate and scale every (sequence, query head) row once;
-//   2. items:   (sequence, KV head, non-empty split) -> partial softmax states;
-//   3. merge:   (sequence, query head) -> output row and LSE, splits in order.
+// the merge. Query rows (one per sequence, or query_start_loc's rows, each
+// over its attended range: QueryRows) are processed in chunks whose workspace
+// stays under kWorkspaceCap; per chunk, three parallel phases, each
+// deterministic whatever the thread count because every task writes only its
+// own slice:
+//   1. queries: rotate and scale every (row, query head) once;
+//   2. items:   (row, KV head, non-empty split) -> partial softmax states;
+//   3. merge:   (row, query head) -> output row and LSE, splits in order.
 #include <tbb/blocked_range.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
@@ -48,7 +50,41 @@ ChunkLayout chunk_layout(int dims, std::int64_t rows, int max_used_splits) {
   return ChunkLayout{rows * dims, core::PartialLayout{cpu::partial_acc_pitch(dims), max_used_splits, rows}};
 }
 
-// Decodes sequences [b0, b1) with `ws` (layout c) holding their queries and partials.
+// The per-row arrays of a call with query_start_loc, a window or sinks: row r
+// attends to [begin[r], begin[r] + len[r]) of sequence seq[r] (the golden
+// model's rows, core::attended_range). Without any of them, row b is sequence
+// b and p keeps the call's seq_lens.
+struct QueryRows {
+  std::vector<std::int32_t> len, begin, seq;
+  std::vector<float> sink_logits;
+
+  // Points p at the arrays; returns the number of rows.
+  int attach(const DecodeArgs& a, DecodeProblem* p) {
+    if (!decode_uses_rows_sinks_or_window(a)) return a.batch;
+    const auto* seq_lens = static_cast<const std::int32_t*>(a.seq_lens.data);
+    const auto* starts = static_cast<const std::int32_t*>(a.query_start_loc.data);
+    for (int b = 0; b < a.batch; ++b) {
+      const int q_len = starts != nullptr ? starts[b + 1] - starts[b] : 1;
+      for (int i = 0; i < q_len; ++i) {
+        const core::TokenRange r = core::attended_range(seq_lens[b] - q_len + i, a.sliding_window);
+        len.push_back(r.size());
+        begin.push_back(r.begin);
+        seq.push_back(b);
+      }
+    }
+    p->seq_lens = len.data();
+    p->row_begin = begin.data();
+    p->row_sequence = seq.data();
+    if (a.sinks.data != nullptr) {
+      const auto* sinks = static_cast<const float*>(a.sinks.data);
+      for (int h = 0; h < a.num_q_heads; ++h) sink_logits.push_back(core::sink_logit(sinks[h]));
+      p->sink_logits = sink_logits.data();
+    }
+    return static_cast<int>(len.size());
+  }
+};
+
+// Decodes query rows [b0, b1) (sequences, one row each, without query_start_loc) with `ws` (layout c) holding their queries and partials.
 void run_chunk(const cpu::IsaKernels& k, DecodeProblem p, const DecodeArgs& a, const core::Rotation& rot, int b0,
                int b1, float* ws, const ChunkLayout& c, tbb::enumerable_thread_specific<std::vector<float>>& scratch) {
   const BlockLayout& l = p.layout;
@@ -116,16 +152,20 @@ void run(const cpu::IsaKernels& k, const ConstCacheView& cache, const DecodeArgs
   p.num_q_heads = a.num_q_heads;
   p.group = a.num_q_heads / l.num_kv_heads;
   p.codebook = &cb;
+  // Query rows, windows, sinks (docs/ARITHMETIC.md §7): the work items run per
+  // query row over its attended range, the sinks enter the merge.
+  QueryRows qr;
+  const int rows = qr.attach(a, &p);
 
   const std::int64_t scratch_floats = cpu::decode_scratch_floats(p.group) + 16;
   tbb::enumerable_thread_specific<std::vector<float>> scratch(
       [scratch_floats] { return std::vector<float>(static_cast<std::size_t>(scratch_floats)); });
 
   const auto used = [&](int b) { return cpu::used_splits(p.seq_lens[b], a.num_splits); };
-  for (int b0 = 0; b0 < a.batch;) {
+  for (int b0 = 0; b0 < rows;) {
     int max_used = used(b0);
     int b1 = b0 + 1;
-    for (; b1 < a.batch; ++b1) {
+    for (; b1 < rows; ++b1) {
       const int wider = std::max(max_used, used(b1));
       if (chunk_layout(dims, std::int64_t{b1 + 1 - b0} * a.num_q_heads, wider).floats() > kWorkspaceCap) break;
       max_used = wider;
@@ -142,8 +182,6 @@ void run(const cpu::IsaKernels& k, const ConstCacheView& cache, const DecodeArgs
 Status decode_cpu(const ConstCacheView& cache, const DecodeArgs& a, const CpuOptions& options) {
   const cpu::IsaKernels* k = nullptr;
   if (Status s = cpu::start_call(options, validate_decode(cache, a), &k); !s.ok()) return s;
-  // Multi-token rows, sinks and windows: the golden model only, for now (issue 13).
-  if (Status s = detail::check_single_token_decode(a, std::string("cpu:") + k->name); !s.ok()) return s;
   if (a.batch == 0) return Status();
   const Codebook* cb = nullptr;
   core::Rotation rot;

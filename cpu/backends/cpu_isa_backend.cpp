@@ -11,7 +11,6 @@
 #include "host_backend.hpp"
 #include "registry.hpp"
 #include "turboquant/cpu.hpp"
-#include "turboquant/detail/validate.hpp"
 
 // Set by CMakeLists.txt; 0 when compiled outside the build (a syntax check).
 #ifndef TQ_BACKENDS_HAVE_AVX2_KERNELS
@@ -68,10 +67,6 @@ class CpuIsaBackend final : public HostBackend {
   bool threaded() const override { return true; }
 
  protected:
-  // query_start_loc, sinks and windows are the golden model's only (issue 13).
-  Status can_decode(const ConstCacheView&, const DecodeArgs& args) const override {
-    return detail::check_single_token_decode(args, name_);
-  }
   Status run_decode(const ConstCacheView& cache, const DecodeArgs& args, const BackendOptions& o) const override {
     return decode_cpu(cache, args, options(o));
   }

@@ -126,7 +126,7 @@ struct DecodeKernels : DecodeTileOps<A> {
 
   template <int KeyBits, int VBits>
   static void item(const DecodeProblem& p, int b, int h, int s, float* scratch) {
-    const core::TokenRange range = core::split_range(p.seq_lens[b], p.num_splits, s);
+    const core::TokenRange range = p.token_range(b, s);
     if (range.empty()) return;
     const core::Format& f = p.layout.format;
     const int dims = f.head_dim;
@@ -258,26 +258,28 @@ struct DecodeKernels : DecodeTileOps<A> {
     }
   }
 
-  // Split merge for one query row (decode_reference's loop over s): the
-  // non-empty splits are a prefix (split_range), their weights exp2(m_s - M)
-  // are computed 16 at a time, then the accumulators are summed in split order
-  // with the dims of a block in registers.
+  // Split merge for one query row (decode_reference's merge): the non-empty
+  // splits are a prefix (split_range), their weights exp2(m_s - M) are
+  // computed 16 at a time, then the accumulators are summed in split order
+  // with the dims of a block in registers. A sink (§7) starts M at its logit
+  // and the sum at its weight; the LSE then has its own sink-free weights.
   static void merge_row(const DecodeProblem& p, int b, int q_head, float* out, float* lse) {
     const int dims = p.head_dim();
-    const int seq_len = p.seq_lens[b];
-    const int used = used_splits(seq_len, p.num_splits);
-    float merged_max = -core::kInf;
-    for (int s = 0; s < used; ++s) merged_max = core::merge_max(merged_max, p.max_sum(b, q_head, s)[0]);
-    if (merged_max == -core::kInf) {  // no tokens
+    const int used = used_splits(p.seq_lens[b], p.num_splits);
+    float lse_max = -core::kInf;
+    for (int s = 0; s < used; ++s) lse_max = core::merge_max(lse_max, p.max_sum(b, q_head, s)[0]);
+    if (lse_max == -core::kInf) {  // no tokens (with a sink too: acc 0, sum 1)
       for (int d = 0; d < dims; d += W) F(0.0f).store_unaligned(out + d);
       *lse = -core::kInf;
       return;
     }
+    const bool has_sink = p.sink_logits != nullptr;
+    const float sink = has_sink ? p.sink_logits[q_head] : 0.0f;
+    float merged_max = has_sink ? sink : -core::kInf;
+    for (int s = 0; s < used; ++s) merged_max = core::merge_max(merged_max, p.max_sum(b, q_head, s)[0]);
     alignas(64) float w[1024 + 16];  // num_splits <= 1024
-    for (int s = 0; s < used; ++s) w[s] = core::merge_exponent(p.max_sum(b, q_head, s)[0], merged_max);
-    for (int s = used; s < used + W; ++s) w[s] = 0.0f;
-    for (int s = 0; s < used; s += W) exp2_tq<A>(F::load_aligned(w + s)).store_aligned(w + s);  // core::merge_weight
-    float sum = 0.0f;
+    weights(p, b, q_head, used, merged_max, w);
+    float sum = has_sink ? core::merge_weight(sink, merged_max) : 0.0f;
     for (int s = 0; s < used; ++s) sum = core::merge_add(sum, w[s], p.max_sum(b, q_head, s)[1]);
     constexpr int kBlock = 8;  // registers of accumulators
     for (int d0 = 0; d0 < dims; d0 += kBlock * W) {
@@ -292,7 +294,19 @@ struct DecodeKernels : DecodeTileOps<A> {
       const F sv(sum);
       for (int j = 0; j < nb; ++j) (acc[j] / sv).store_unaligned(out + d0 + j * W);  // core::finalize_output
     }
-    *lse = core::lse_of_log2(merged_max, fallback::log2(sum));
+    if (has_sink) {  // the LSE of the attended scores: the sink-free merge of (max_s, sum_s)
+      weights(p, b, q_head, used, lse_max, w);
+      sum = 0.0f;
+      for (int s = 0; s < used; ++s) sum = core::merge_add(sum, w[s], p.max_sum(b, q_head, s)[1]);
+    }
+    *lse = core::lse_of_log2(lse_max, fallback::log2(sum));
+  }
+
+  // w[s] = exp2(m_s - merged_max) for the used splits (core::merge_weight), zero-padded to W.
+  static void weights(const DecodeProblem& p, int b, int q_head, int used, float merged_max, float* w) {
+    for (int s = 0; s < used; ++s) w[s] = core::merge_exponent(p.max_sum(b, q_head, s)[0], merged_max);
+    for (int s = used; s < used + W; ++s) w[s] = 0.0f;
+    for (int s = 0; s < used; s += W) exp2_tq<A>(F::load_aligned(w + s)).store_aligned(w + s);
   }
 
   // The decode item for the call's format.

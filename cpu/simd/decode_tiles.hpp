@@ -37,7 +37,7 @@ class TileWalker {
   TileWalker(const DecodeProblem& p, int b, int h, core::TokenRange range)
       : p_(p),
         l_(p.layout),
-        block_row_(p.block_table + std::int64_t{b} * p.max_blocks_per_seq),
+        block_row_(p.block_row(b)),
         rec_stride_(l_.token_stride()),
         key_off_(l_.head_key_offset(h)),
         token_(range.begin),

@@ -18,15 +18,20 @@
 
 namespace turboquant::cpu {
 
-// One decode call, after validation. Work item (b, h, s) = sequence b, KV head
-// h, split s of core::split_range(seq_lens[b], num_splits, s); it serves the
-// `group` query heads h*group .. h*group+group-1 from one pass over its bytes.
+// One decode call, after validation. Work item (b, h, s) = query row b, KV
+// head h, split s of its attended range (token_range: docs/ARITHMETIC.md §7);
+// it serves the `group` query heads h*group .. h*group+group-1 from one pass
+// over its bytes. With one row per sequence and no window, row b is sequence b
+// and its range core::split_range(seq_lens[b], num_splits, s).
 struct DecodeProblem {
   const std::uint8_t* cache = nullptr;
   core::BlockLayout layout;
   const std::int32_t* block_table = nullptr;  // [batch][max_blocks_per_seq]
   int max_blocks_per_seq = 0;
-  const std::int32_t* seq_lens = nullptr;     // [batch]
+  const std::int32_t* seq_lens = nullptr;     // [rows]: tokens row b attends to (seq_lens[b] for one row per sequence)
+  const std::int32_t* row_begin = nullptr;    // [rows]: its first attended token; null: 0
+  const std::int32_t* row_sequence = nullptr;  // [rows]: its sequence (block-table row); null: b
+  const float* sink_logits = nullptr;          // [num_q_heads]: core::sink_logit of each sink; null: no sinks
   int num_splits = 1;
   int num_q_heads = 0;
   int group = 1;
@@ -46,6 +51,13 @@ struct DecodeProblem {
   float* acc(int b, int q_head, int s) const { return partial_acc + partials.acc_offset(row(b, q_head), s); }
   float* max_sum(int b, int q_head, int s) const { return partial_ml + partials.ml_offset(row(b, q_head), s); }
   const float* query(int b, int q_head) const { return queries + row(b, q_head) * head_dim(); }
+  const std::int32_t* block_row(int b) const {
+    return block_table + std::int64_t{row_sequence != nullptr ? row_sequence[b] : b} * max_blocks_per_seq;
+  }
+  core::TokenRange token_range(int b, int s) const {
+    const int begin = row_begin != nullptr ? row_begin[b] : 0;
+    return core::row_split_range(core::TokenRange{begin, begin + seq_lens[b]}, num_splits, s);
+  }
 };
 
 // The CPU's accumulator pitch: 16 floats of padding keep the accumulators of

@@ -36,12 +36,12 @@ namespace {
 
 // decode_reference's work item (core::decode_split), into the item's partials.
 void decode_item(const DecodeProblem& p, int b, int h, int s, float* scratch) {
-  const core::TokenRange range = core::split_range(p.seq_lens[b], p.num_splits, s);
+  const core::TokenRange range = p.token_range(b, s);
   if (range.empty()) return;
   const int group = p.group;
   float* states_at = scratch + core::decode_split_scratch_floats(group, p.head_dim());
   auto* states = reinterpret_cast<core::SoftmaxState*>(states_at);
-  const std::int32_t* block_row = p.block_table + std::int64_t{b} * p.max_blocks_per_seq;
+  const std::int32_t* block_row = p.block_row(b);
   core::decode_split(p.layout, p.cache, block_row, h, range, *p.codebook, p.query(b, h * group), group, states,
                      p.acc(b, h * group, s), p.partials.acc_row_stride(), scratch);
   for (int g = 0; g < group; ++g) {
@@ -53,24 +53,30 @@ void decode_item(const DecodeProblem& p, int b, int h, int s, float* scratch) {
 
 void merge_row(const DecodeProblem& p, int b, int q_head, float* out, float* lse) {
   const int dims = p.head_dim();
-  const int seq_len = p.seq_lens[b];
-  float merged_max = -core::kInf;
+  const auto empty = [&](int s) { return p.token_range(b, s).empty(); };
+  const bool has_sink = p.sink_logits != nullptr;
+  const float sink = has_sink ? p.sink_logits[q_head] : 0.0f;
+  float lse_max = -core::kInf;
+  float merged_max = has_sink ? sink : -core::kInf;
   for (int s = 0; s < p.num_splits; ++s) {
-    if (core::split_range(seq_len, p.num_splits, s).empty()) continue;
+    if (empty(s)) continue;
+    lse_max = core::merge_max(lse_max, p.max_sum(b, q_head, s)[0]);
     merged_max = core::merge_max(merged_max, p.max_sum(b, q_head, s)[0]);
   }
-  float sum = 0.0f;
+  float sum = has_sink ? core::merge_weight(sink, merged_max) : 0.0f;
+  float lse_sum = 0.0f;
   for (int d = 0; d < dims; ++d) out[d] = 0.0f;
   for (int s = 0; s < p.num_splits; ++s) {
-    if (core::split_range(seq_len, p.num_splits, s).empty()) continue;
+    if (empty(s)) continue;
     const float* part = p.acc(b, q_head, s);
     const float* ml = p.max_sum(b, q_head, s);
     const float w = core::merge_weight(ml[0], merged_max);
     sum = core::merge_add(sum, w, ml[1]);
+    lse_sum = core::merge_add(lse_sum, core::merge_weight(ml[0], lse_max), ml[1]);
     for (int d = 0; d < dims; ++d) out[d] = core::merge_add(out[d], w, part[d]);
   }
   for (int d = 0; d < dims; ++d) out[d] = core::finalize_output(out[d], sum, merged_max);
-  *lse = core::finalize_lse(sum, merged_max);
+  *lse = core::finalize_lse(lse_sum, lse_max);
 }
 
 void encode_tokens(const EncodeProblem& p, std::int64_t begin, std::int64_t end) {

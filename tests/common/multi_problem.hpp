@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/random_problem.hpp"
+#include "turboquant/format.hpp"
 
 namespace turboquant::testing {
 
@@ -86,6 +87,72 @@ inline MultiProblem make_multi_problem(const MultiSpec& spec) {
   m.query.resize(static_cast<std::size_t>(m.rows) * m.p.num_q_heads * dims);
   for (float& q : m.query) q = normal(rng);
   return m;
+}
+
+// ---- the shared grid of the multi-token tests ------------------------------
+
+// Sinks across -1e4 .. 1e4 (one head far below, one far above the scores).
+inline std::vector<float> sink_values(int heads, std::uint32_t seed) {
+  static const float kSinks[] = {-1e4f, -2.0f, 0.0f, 0.5f, 3.0f, 8.0f, 1e4f, -0.75f, 40.0f, 1.25f};
+  std::vector<float> s(heads);
+  for (int h = 0; h < heads; ++h) s[h] = kSinks[(h + seed) % 10];
+  return s;
+}
+
+struct Combo {
+  Preset preset;
+  LayoutKind layout;
+  int head_dim, group;
+  std::vector<int> seq_lens, q_lens;
+  int window;
+  bool sinks;
+  int splits;
+};
+
+inline MultiSpec spec_of(const Combo& c, std::uint32_t seed) {
+  MultiSpec m;
+  m.base.format = preset_format(c.preset, c.head_dim, c.layout);
+  m.base.group = c.group;
+  m.base.seq_lens = c.seq_lens;
+  m.base.seed = seed;
+  m.q_lens = c.q_lens;
+  m.window = c.window;
+  if (c.sinks) m.sinks = sink_values(m.base.num_kv_heads * c.group, seed);
+  return m;
+}
+
+// q_len 1, 2, 4, 8, 16, 128; GQA 1/4/8; windows shorter and longer than the
+// sequences; with and without sinks; 32 splits and a few.
+inline std::vector<Combo> combos() {
+  struct Rows {
+    std::vector<int> seq_lens, q_lens;
+  };
+  const Rows rows[] = {{{40, 3, 170}, {1, 2, 4}}, {{33, 120, 16}, {8, 16, 1}}, {{200}, {128}}};
+  const struct {
+    int window;
+    bool sinks;
+  } extras[] = {{0, false}, {0, true}, {7, true}, {48, false}, {4096, true}};
+  const struct {
+    Preset preset;
+    LayoutKind layout;
+    int head_dim;
+  } formats[] = {{Preset::k4BitNc, LayoutKind::kSoA, 128},
+                 {Preset::kK8V4, LayoutKind::kAoS, 128},
+                 {Preset::kK3V4Nc, LayoutKind::kSoA, 64},
+                 {Preset::k4BitNc, LayoutKind::kAoS, 64}};
+  std::vector<Combo> out;
+  int i = 0;
+  for (const Rows& r : rows) {
+    for (int group : {1, 4, 8}) {
+      for (const auto& e : extras) {
+        const auto& f = formats[i % 4];
+        out.push_back({f.preset, f.layout, f.head_dim, group, r.seq_lens, r.q_lens, e.window, e.sinks,
+                       i % 3 == 2 ? 3 : 32});
+        ++i;
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace turboquant::testing

@@ -5,7 +5,8 @@
 // attention on those (format error) beside it. Exit 0 when the relative L2
 // error vs the golden output is <= rtol, else 1. The computation and the
 // report's text are turboquant::check's validate_output / render_report; this
-// file loads the case and prints.
+// file loads the case and prints. With --cache FILE it checks a store's cache
+// instead (cmd_validate_cache.cpp).
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "common.hpp"
 #include "turboquant/check/case_inputs.hpp"
 #include "turboquant/io/npy.hpp"
+#include "validate_cache.hpp"
 
 namespace tq {
 namespace {
@@ -28,6 +30,8 @@ struct ValidateOptions {
   std::string output = "expected_out.npy";
   double rtol = 1e-3;
   bool json = false;
+  std::string cache;  // --cache: check this cache instead of an output
+  int max_report = 20;
 };
 
 json comparison_json(const checks::Comparison& c) {
@@ -95,13 +99,29 @@ Command add_validate(CLI::App& parent) {
       parent.add_subcommand("validate",
                             "Compare a decode output with the golden model and float64 oracles (the case's layout "
                             "and FP8 flavour from meta.json)");
-  add_case_argument(app, &o->case_dir, "meta.json, query, kv_cache, block_table, seq_lens");
+  add_case_argument(app, &o->case_dir, "meta.json, query, kv_cache, block_table, seq_lens; with --cache: keys, values, slot_mapping");
   app->add_option("--output", o->output, "Output to check: a path, or a file name in CASE; float [B, Hq, D]")
       ->capture_default_str()
       ->check(non_empty_path());
   app->add_option("--rtol", o->rtol, "Pass when rel L2 vs golden <= rtol")->capture_default_str();
   app->add_flag("--json", o->json, "Print one JSON object");
-  return Command{app, [o] { return run_validate(*o); }};
+  app->add_option("--cache", o->cache,
+                  "Check a cache a store kernel wrote instead of an output: a path, or a file name in CASE; uint8 "
+                  "like kv_cache.npy, against the golden store of keys, values, slot_mapping")
+      ->check(non_empty_path());
+  app->add_option("--max-report", o->max_report, "With --cache: wrong elements listed")
+      ->capture_default_str()
+      ->transform(int32_value());
+  return Command{app, [o, app] {
+                   if (app->count("--cache") == 0) {
+                     if (app->count("--max-report") > 0) fail("--max-report", "needs --cache");
+                     return run_validate(*o);
+                   }
+                   for (const char* other : {"--output", "--rtol"}) {
+                     if (app->count(other) > 0) fail(other, "cannot be combined with --cache");
+                   }
+                   return run_validate_cache({o->case_dir, o->cache, o->max_report, o->json});
+                 }};
 }
 
 }  // namespace tq

@@ -27,4 +27,14 @@ ValidationInputs case_validation_inputs(const io::CaseDir& c, const Codebook* co
   return in;
 }
 
+CacheCheckInputs case_cache_check_inputs(const io::CaseDir& c, const Codebook* codebook, const ConstCacheView& cache,
+                                         std::string cache_name) {
+  CacheCheckInputs in;
+  in.cache = cache;
+  in.codebook = codebook;
+  in.original = OriginalKV{c.keys.values, c.values.values, c.slot_mapping.values};
+  in.cache_name = std::move(cache_name);
+  return in;
+}
+
 }  // namespace turboquant::checks

@@ -5,6 +5,7 @@
 #include <span>
 #include <string>
 
+#include "turboquant/check/cache_check.hpp"
 #include "turboquant/check/validate.hpp"
 #include "turboquant/io/case_dir.hpp"
 
@@ -16,5 +17,11 @@ namespace turboquant::checks {
 // The spans point into `c` and `output`, which must outlive the result.
 ValidationInputs case_validation_inputs(const io::CaseDir& c, const Codebook* codebook, std::span<const float> output,
                                         std::string output_name);
+
+// The CacheCheckInputs of a case (keys, values and slot_mapping loaded) for
+// `cache` under test (a cache of the case's layout, e.g. another store's
+// kv_cache.npy). The spans point into `c`, which must outlive the result.
+CacheCheckInputs case_cache_check_inputs(const io::CaseDir& c, const Codebook* codebook, const ConstCacheView& cache,
+                                         std::string cache_name);
 
 }  // namespace turboquant::checks

@@ -26,7 +26,9 @@ nb::dict load_case(const std::string& dir) {
   Status s;
   {
     nb::gil_scoped_release release;
-    s = io::load_case(dir, io::CaseLoadOptions{}, &c);
+    io::CaseLoadOptions options;
+    options.rows_sinks_window = true;  // turboquant.decode takes them (query_start_loc=, sinks=, sliding_window=)
+    s = io::load_case(dir, options, &c);
   }
   check(s, "load_case");
   nb::dict meta;
@@ -41,6 +43,7 @@ nb::dict load_case(const std::string& dir) {
   meta["source"] = c.source;
   meta["layout"] = turboquant::layout_name(c.format.layout);
   meta["fp8_format"] = turboquant::fp8_format_name(c.format.fp8_format);
+  meta["sliding_window"] = c.sliding_window;
   nb::dict files;
   add_file(files, "query", c.query);
   add_file(files, "keys", c.keys);
@@ -53,6 +56,8 @@ nb::dict load_case(const std::string& dir) {
   add_file(files, "expected_out", c.expected_out);
   add_file(files, "expected_lse", c.expected_lse);
   add_file(files, "reference_out_f64", c.reference_out_f64);
+  add_file(files, "query_start_loc", c.query_start_loc);
+  add_file(files, "sinks", c.sinks);
   meta["files"] = files;
   return meta;
 }

@@ -124,27 +124,43 @@ struct PreparedDecode {
   }
 };
 
+// Multi-token rows, sinks and windows of a decode (DecodeArgs' last fields).
+struct DecodeExtras {
+  const std::optional<InArray>& query_start_loc;
+  const std::optional<InArray>& sinks;
+  int sliding_window;
+};
+
 void prepare_decode(PreparedDecode* p, const PyLayout& l, const InArray& query_a, const InArray& cache_a,
                     const InArray& table_a, const InArray& lens_a, double scale, int num_splits, const OutArray& out_a,
                     const std::optional<OutArray>& lse_a, const std::string& backend,
                     const std::optional<OutArray>& workspace_a, const std::optional<InArray>& centroids_a,
-                    const std::optional<InArray>& rotation_a, int threads, bool check_finite) {
+                    const std::optional<InArray>& rotation_a, int threads, bool check_finite,
+                    const DecodeExtras& extras) {
   const int D = l.layout.format.head_dim;
+  // T query rows: one per sequence (T = B), or query_start_loc[B] of them.
+  const bool multi = extras.query_start_loc.has_value();
+  const char* rows = multi ? "T" : "B";
   const ArrayArg query = in_array("query", query_a, {Elem::kFloat32, Elem::kFloat16, Elem::kBFloat16}, {-1, -1, D},
-                                  {"B", "Hq", "head_dim"});
-  const std::int64_t B = query.dim(0), Hq = query.dim(1);
+                                  {rows, "Hq", "head_dim"});
+  const std::int64_t T = query.dim(0), Hq = query.dim(1);
+  const ArrayArg table = in_array("block_table", table_a, {Elem::kInt32}, {multi ? -1 : T, -1},
+                                  {"B", "max_blocks_per_seq"});
+  const std::int64_t B = table.dim(0);
   const ArrayArg cache = cache_array(l, cache_a, in_array);
-  const ArrayArg table = in_array("block_table", table_a, {Elem::kInt32}, {B, -1}, {"B", "max_blocks_per_seq"});
   const ArrayArg lens = in_array("seq_lens", lens_a, {Elem::kInt32}, {B}, {"B"});
-  const ArrayArg out = out_array("out", out_a, {Elem::kFloat32, Elem::kFloat16, Elem::kBFloat16}, {B, Hq, D},
-                                 {"B", "Hq", "head_dim"});
-  std::optional<ArrayArg> lse;
-  if (lse_a) lse = out_array("lse", *lse_a, {Elem::kFloat32}, {B, Hq}, {"B", "Hq"});
+  const ArrayArg out = out_array("out", out_a, {Elem::kFloat32, Elem::kFloat16, Elem::kBFloat16}, {T, Hq, D},
+                                 {rows, "Hq", "head_dim"});
+  std::optional<ArrayArg> lse, qsl, sinks;
+  if (lse_a) lse = out_array("lse", *lse_a, {Elem::kFloat32}, {T, Hq}, {rows, "Hq"});
+  if (multi) qsl = in_array("query_start_loc", *extras.query_start_loc, {Elem::kInt32}, {B + 1}, {"B + 1"});
+  if (extras.sinks) sinks = in_array("sinks", *extras.sinks, {Elem::kFloat32}, {Hq}, {"Hq"});
   std::optional<ArrayArg> workspace;
   if (workspace_a) workspace = out_array("workspace", *workspace_a, {Elem::kUInt8}, {-1}, {"bytes"});
   const std::optional<ArrayArg> rot = rotation(l, rotation_a);
   p->device = common_device({&query, &cache, &table, &lens, &out, lse ? &*lse : nullptr,
-                             workspace ? &*workspace : nullptr, rot ? &*rot : nullptr});
+                             workspace ? &*workspace : nullptr, rot ? &*rot : nullptr, qsl ? &*qsl : nullptr,
+                             sinks ? &*sinks : nullptr});
   p->where = route(backend, p->device, query);
   if (workspace && !p->where.cuda) throw_value_error("workspace: only the CUDA backends take a workspace");
   p->codebook = codebook(l, centroids_a);
@@ -165,6 +181,10 @@ void prepare_decode(PreparedDecode* p, const PyLayout& l, const InArray& query_a
   args.codebook = p->codebook ? &*p->codebook : nullptr;
   if (rot) args.rotation = rot->in();
   args.check_finite = check_finite;
+  if (qsl) args.query_start_loc = qsl->in();
+  args.num_query_rows = as_int("T", T);
+  if (sinks) args.sinks = sinks->in();
+  args.sliding_window = extras.sliding_window;
   p->view = cache_view(l, cache);
   p->options = host_options(threads);
   if (workspace) p->workspace = workspace->out();
@@ -174,10 +194,11 @@ void decode(const PyLayout& l, const InArray& query, const InArray& cache, const
             double scale, int num_splits, const OutArray& out, const std::optional<OutArray>& lse,
             const std::string& backend, std::uintptr_t stream, const std::optional<OutArray>& workspace,
             const std::optional<InArray>& centroids, const std::optional<InArray>& rotation, int threads,
-            bool check_finite) {
+            bool check_finite, const std::optional<InArray>& query_start_loc, const std::optional<InArray>& sinks,
+            int sliding_window) {
   PreparedDecode p;
   prepare_decode(&p, l, query, cache, table, lens, scale, num_splits, out, lse, backend, workspace, centroids,
-                 rotation, threads, check_finite);
+                 rotation, threads, check_finite, DecodeExtras{query_start_loc, sinks, sliding_window});
   Status s;
   {
     nb::gil_scoped_release release;
@@ -196,8 +217,9 @@ std::vector<std::int64_t> decode_call_ns(const PyLayout& l, const InArray& query
                                          const std::string& backend, std::uintptr_t stream,
                                          const std::optional<OutArray>& workspace, int calls) {
   PreparedDecode p;
-  prepare_decode(&p, l, query, cache, table, lens, scale, num_splits, out, lse, backend, workspace, std::nullopt,
-                 std::nullopt, 0, true);
+  const std::optional<InArray> none;
+  prepare_decode(&p, l, query, cache, table, lens, scale, num_splits, out, lse, backend, workspace, none, none, 0, true,
+                 DecodeExtras{none, none, 0});
   std::vector<std::int64_t> ns;
   Status s;
   {
@@ -341,7 +363,8 @@ void bind_ops(nb::module_& m) {
   m.def("_decode", &decode, nb::arg("layout"), nb::arg("query"), nb::arg("kv_cache"), nb::arg("block_table"),
         nb::arg("seq_lens"), nb::arg("scale"), nb::arg("num_splits"), nb::arg("out"), nb::arg("lse").none(),
         nb::arg("backend"), nb::arg("stream"), nb::arg("workspace").none(), nb::arg("centroids").none(),
-        nb::arg("rotation").none(), nb::arg("threads"), nb::arg("check_finite"));
+        nb::arg("rotation").none(), nb::arg("threads"), nb::arg("check_finite"), nb::arg("query_start_loc").none(),
+        nb::arg("sinks").none(), nb::arg("sliding_window"));
   m.def("_encode", &encode, nb::arg("layout"), nb::arg("kv_cache"), nb::arg("keys"), nb::arg("values"),
         nb::arg("slot_mapping"), nb::arg("backend"), nb::arg("stream"), nb::arg("centroids").none(),
         nb::arg("rotation").none(), nb::arg("threads"), nb::arg("check_finite"));

@@ -121,9 +121,16 @@ def encode(kv_cache, keys, values, slot_mapping, layout, backend=None, *, stream
 
 
 def decode(query, kv_cache, block_table, seq_lens, layout, scale=None, num_splits=32, out=None, lse=None,
-           backend=None, stream=None, workspace=None, *, centroids=None, rotation=None, threads=0,
-           check_finite=True):
+           backend=None, stream=None, workspace=None, *, query_start_loc=None, sinks=None, sliding_window=0,
+           centroids=None, rotation=None, threads=0, check_finite=True):
     """Decode attention, one query token per sequence; returns ``out``.
+
+    Multi-token rows (speculative decoding, chunked prefill): with ``query_start_loc``
+    (int32 [B+1], vLLM's), query / out / lse hold T = query_start_loc[B] rows; row i of
+    sequence b sits at position seq_lens[b] - q_len_b + i and attends causally. ``sinks``
+    (float32 [Hq]) add exp(sink) to each head's softmax denominator; ``sliding_window`` W
+    limits a row at position p to positions p - W + 1 .. p. These run on 'cpu-ref' (the
+    golden model) for now; the other backends refuse them (ValueError).
 
     query: [B, Hq, D] float32/float16/bfloat16, unrotated; kv_cache: uint8
     ``layout.cache_shape(num_blocks)``; block_table: int32 [B, max_blocks]; seq_lens: int32
@@ -160,7 +167,8 @@ def decode(query, kv_cache, block_table, seq_lens, layout, scale=None, num_split
     try:
         _ext._decode(layout, dl(query), dl(kv_cache), dl(block_table), dl(seq_lens), float(scale), num_splits,
                      dl(out), _opt(lse), backend or "", _arrays.stream_handle(stream, query), _opt(workspace),
-                     _host_centroids(centroids), _opt(rotation), threads, bool(check_finite))
+                     _host_centroids(centroids), _opt(rotation), threads, bool(check_finite), _opt(query_start_loc),
+                     _opt(sinks), _arrays.require_int32("sliding_window", sliding_window))
     except TypeError:
         # nanobind's "incompatible function arguments": say which argument instead.
         for name, x in (("query", query), ("kv_cache", kv_cache), ("block_table", block_table),

@@ -17,8 +17,8 @@ from . import _turboquant as _ext
 # The arrays of a case directory, in the README's order, and the integer
 # dtypes the library takes (floats keep their stored dtype).
 _ARRAYS = ("query", "keys", "values", "slot_mapping", "kv_cache", "block_table", "seq_lens", "centroids",
-           "expected_out", "expected_lse", "reference_out_f64")
-_INT_DTYPES = {"slot_mapping": np.int64, "block_table": np.int32, "seq_lens": np.int32}
+           "expected_out", "expected_lse", "reference_out_f64", "query_start_loc", "sinks")
+_INT_DTYPES = {"slot_mapping": np.int64, "block_table": np.int32, "seq_lens": np.int32, "query_start_loc": np.int32}
 
 
 class Case:
@@ -26,7 +26,8 @@ class Case:
     ``num_splits`` (meta.json num_kv_splits), ``num_q_heads``, ``meta`` (the parsed
     meta.json), ``path``, and the arrays, None where the file is absent: ``query``,
     ``kv_cache``, ``block_table``, ``seq_lens``, ``keys``, ``values``, ``slot_mapping``,
-    ``centroids``, ``expected_out``, ``expected_lse``, ``reference_out_f64``."""
+    ``centroids``, ``expected_out``, ``expected_lse``, ``reference_out_f64``, and for
+    multi-token cases ``query_start_loc``, ``sinks``, ``sliding_window`` (0: none)."""
 
     def __init__(self, info: dict):
         self.path = info["path"]
@@ -37,6 +38,7 @@ class Case:
         self.num_splits = int(info["num_kv_splits"])
         self.num_q_heads = int(info["num_q_heads"])
         self.source = info["source"]
+        self.sliding_window = int(info["sliding_window"])
         with open(os.path.join(self.path, "meta.json"), encoding="utf-8") as f:
             self.meta = json.load(f)
         files = info["files"]
@@ -57,13 +59,25 @@ class Case:
         from . import decode
         kwargs.setdefault("scale", self.scale)
         kwargs.setdefault("num_splits", self.num_splits)
+        kwargs.setdefault("query_start_loc", self.query_start_loc)
+        kwargs.setdefault("sinks", self.sinks)
+        kwargs.setdefault("sliding_window", self.sliding_window)
+        if self.multi_token_or_sinks_or_window():
+            kwargs.setdefault("backend", "cpu-ref")  # the only backend with them so far
         return decode(*self.decode_args(), **kwargs)
+
+    def multi_token_or_sinks_or_window(self):
+        """Whether the case has query_start_loc.npy, sinks.npy or a sliding window."""
+        return self.query_start_loc is not None or self.sinks is not None or self.sliding_window != 0
 
     def validate(self, output=None, **kwargs):
         """turboquant.validate of ``output`` (default: the case's expected_out) with the
         case's scale, num_splits, stored K/V (for the format error) and reference_out_f64:
         the numbers and verdict of ``tq validate DIR``."""
         from . import validate
+        if self.multi_token_or_sinks_or_window():
+            raise ValueError(f"validate: the case {self.path!r} has multi-token rows, sinks or a sliding window, which "
+                             "turboquant.validate does not check yet (compare Case.decode() with reference_out_f64)")
         if output is None:
             output = self.expected_out
             kwargs.setdefault("output_name", "expected_out.npy")

@@ -10,6 +10,7 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "errors.hpp"
+#include "turboquant/check/cache_check.hpp"
 #include "turboquant/check/validate.hpp"
 
 namespace tqpy {
@@ -127,9 +128,93 @@ nb::dict validate(const PyLayout& l, const InArray& output_a, const InArray& que
   return d;
 }
 
+// turboquant::checks::validate_cache: a cache some store kernel wrote against
+// the golden model's encode of the same K/V, slot by slot.
+nb::dict validate_cache(const PyLayout& l, const InArray& cache_a, const InArray& keys_a, const InArray& values_a,
+                        const InArray& slots_a, const std::optional<InArray>& centroids_a,
+                        const std::optional<InArray>& rotation_a, double boundary_ulps, int max_report,
+                        const std::string& cache_name) {
+  const int D = l.layout.format.head_dim, Hk = l.layout.num_kv_heads;
+  const ArrayArg cache = in_array("kv_cache", cache_a, {Elem::kUInt8},
+                                  {-1, l.layout.block_size, Hk, l.layout.format.slot_bytes_aligned()},
+                                  {"num_blocks", "block_size", "num_kv_heads", "slot_bytes_aligned"});
+  const ArrayArg keys = in_array("keys", keys_a, {Elem::kFloat32}, {-1, Hk, D}, {"num_tokens", "num_kv_heads", "head_dim"});
+  const ArrayArg values =
+      in_array("values", values_a, {Elem::kFloat32}, {keys.dim(0), Hk, D}, {"num_tokens", "num_kv_heads", "head_dim"});
+  const ArrayArg slots = in_array("slot_mapping", slots_a, {Elem::kInt64}, {keys.dim(0)}, {"num_tokens"});
+  std::optional<ArrayArg> rot;
+  if (rotation_a) rot = in_array("rotation", *rotation_a, {Elem::kFloat32}, {D, D}, {"head_dim", "head_dim"});
+  std::optional<turboquant::Codebook> cb;
+  if (centroids_a) {
+    const int bits = l.layout.format.fp8_keys() ? l.layout.format.value_bits : l.layout.format.key_bits;
+    const ArrayArg c = in_array("centroids", *centroids_a, {Elem::kFloat32}, {1 << bits}, {"2^key_bits"});
+    const std::span<const float> cs = span_of<float>(c);
+    cb.emplace();
+    check(turboquant::make_codebook(bits, std::vector<float>(cs.begin(), cs.end()), &*cb), "centroids");
+  }
+  checks::CacheCheckInputs in;
+  in.cache = turboquant::ConstCacheView(l.layout, static_cast<const std::uint8_t*>(span_of<std::uint8_t>(cache).data()),
+                                        cache.dim(0));
+  in.codebook = cb ? &*cb : nullptr;
+  if (rot) in.rotation = span_of<float>(*rot);
+  in.original = checks::OriginalKV{span_of<float>(keys), span_of<float>(values), span_of<std::int64_t>(slots)};
+  in.cache_name = cache_name;
+  in.boundary_ulps = boundary_ulps;
+  in.max_report = max_report;
+  checks::CacheReport report;
+  turboquant::Status s;
+  std::string text;
+  {
+    nb::gil_scoped_release release;
+    s = checks::validate_cache(in, &report);
+    if (s.ok()) text = checks::render_cache_report(report);
+  }
+  check(s, "validate_cache");
+  nb::dict counts;
+  for (checks::CacheField f : checks::kAllCacheFields) {
+    if (!checks::cache_field_applies(l.layout.format, f)) continue;
+    const checks::CacheFieldCounts& c = report.at(f);
+    nb::dict d;
+    d["identical"] = c.identical;
+    d["boundary_flip"] = c.boundary_flip;
+    d["one_ulp"] = c.one_ulp;
+    d["wrong"] = c.wrong;
+    d["worst_flip_ulps"] = c.worst_flip_ulps;
+    counts[std::string(checks::cache_field_key(f)).c_str()] = d;
+  }
+  nb::list wrong;
+  for (const checks::CacheItem& it : report.wrong_items) {
+    nb::dict d;
+    d["block"] = it.block;
+    d["position"] = it.position;
+    d["head"] = it.head;
+    d["field"] = std::string(checks::cache_field_key(it.field));
+    d["dim"] = it.dim;
+    d["byte_offset"] = it.byte_offset;
+    d["token"] = it.token;
+    d["golden"] = it.golden;
+    d["got"] = it.got;
+    d["text"] = checks::describe_item(it);
+    wrong.append(d);
+  }
+  nb::dict d;
+  d["ok"] = report.pass;
+  d["wrong"] = report.wrong;
+  d["tokens"] = report.tokens;
+  d["written_slots"] = report.written_slots;
+  d["boundary_ulps"] = report.boundary_ulps;
+  d["counts"] = counts;
+  d["wrong_items"] = wrong;
+  d["text"] = text;
+  return d;
+}
+
 }  // namespace
 
 void bind_check(nb::module_& m) {
+  m.def("_validate_cache", &validate_cache, nb::arg("layout"), nb::arg("kv_cache"), nb::arg("keys"), nb::arg("values"),
+        nb::arg("slot_mapping"), nb::arg("centroids").none(), nb::arg("rotation").none(), nb::arg("boundary_ulps"),
+        nb::arg("max_report"), nb::arg("cache_name"));
   m.def("_validate", &validate, nb::arg("layout"), nb::arg("output"), nb::arg("query"), nb::arg("kv_cache"),
         nb::arg("block_table"), nb::arg("seq_lens"), nb::arg("scale"), nb::arg("num_splits"),
         nb::arg("keys").none(), nb::arg("values").none(), nb::arg("slot_mapping").none(),

@@ -51,12 +51,12 @@ cuda_built = _ext.cuda_built
 decode_workspace_bytes = _ext.decode_workspace_bytes
 
 from ._case import Case, load_case, save_case  # noqa: E402 (they use Layout)
-from ._validate import Validation, validate  # noqa: E402
+from ._validate import CacheValidation, Validation, validate, validate_cache  # noqa: E402
 
 __all__ = [
     "Layout", "Codebook", "codebook", "Backend", "backends", "isas", "cuda_built",
     "encode", "decode", "dequantize", "dequantize_sequences", "decode_workspace_bytes",
-    "validate", "Validation", "load_case", "save_case", "Case",
+    "validate", "Validation", "validate_cache", "CacheValidation", "load_case", "save_case", "Case",
 ]
 
 

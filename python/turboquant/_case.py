@@ -66,6 +66,19 @@ class Case:
             kwargs.setdefault("backend", "cpu-ref")  # the only backend with them so far
         return decode(*self.decode_args(), **kwargs)
 
+    def validate_cache(self, kv_cache=None, **kwargs):
+        """turboquant.validate_cache of ``kv_cache`` (default: the case's kv_cache.npy, what
+        vLLM's store wrote) against the golden encode of the case's keys, values and
+        slot_mapping: the numbers of ``tq validate DIR --cache FILE``."""
+        from . import validate_cache
+        if self.keys is None or self.values is None or self.slot_mapping is None:
+            raise ValueError(f"validate_cache: the case {self.path!r} needs keys.npy, values.npy and slot_mapping.npy")
+        if kv_cache is None:
+            kv_cache = self.kv_cache
+            kwargs.setdefault("cache_name", "kv_cache.npy")
+        kwargs.setdefault("centroids", self.centroids if not self.layout.fp8_keys else None)
+        return validate_cache(kv_cache, self.keys, self.values, self.slot_mapping, self.layout, **kwargs)
+
     def multi_token_or_sinks_or_window(self):
         """Whether the case has query_start_loc.npy, sinks.npy or a sliding window."""
         return self.query_start_loc is not None or self.sinks is not None or self.sliding_window != 0

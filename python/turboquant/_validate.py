@@ -92,3 +92,48 @@ def validate(output, query, kv_cache, block_table, seq_lens, layout, rtol=1e-3, 
               f"decode   {B} sequences, seq_lens {', '.join(str(int(s)) for s in lens)}; {num_splits} splits; "
               f"scale {scale:.9g}; golden = cpu-ref\n\n")
     return Validation(d, header)
+
+
+class CacheValidation:
+    """The result of turboquant.validate_cache: ``ok`` (nothing wrong), ``wrong`` (how many
+    elements are wrong), ``counts`` (per field: identical, boundary_flip, one_ulp, wrong,
+    worst_flip_ulps), ``wrong_items`` (the first ones: block, position, head, field, dim,
+    byte_offset, golden, got, text); ``repr`` is ``tq validate --cache``'s report."""
+
+    def __init__(self, d):
+        self.ok = bool(d["ok"])
+        self.wrong = int(d["wrong"])
+        self.tokens = int(d["tokens"])
+        self.written_slots = int(d["written_slots"])
+        self.boundary_ulps = float(d["boundary_ulps"])
+        self.counts = d["counts"]
+        self.wrong_items = d["wrong_items"]
+        self._text = d["text"]
+
+    def __bool__(self):
+        return self.ok
+
+    def __repr__(self):
+        return self._text
+
+    __str__ = __repr__
+
+
+def validate_cache(kv_cache, keys, values, slot_mapping, layout, *, centroids=None, rotation=None, boundary_ulps=4.0,
+                   max_report=20, cache_name="kv_cache") -> CacheValidation:
+    """Checks a cache that a store kernel wrote (``kv_cache``, any device) from ``keys`` /
+    ``values`` ([N, Hk, D], any float dtype) at ``slot_mapping`` ([N], negative skipped):
+    re-encodes them with the golden model and classifies every slot as identical, a
+    one-step code flip at a decision boundary (the exact quotient within ``boundary_ulps``
+    fp32 ulps of it: approximate division, as vLLM's Triton store does), fp16 metadata one
+    ulp apart, or wrong (named by block, position, head, field and dim). Bytes outside the
+    written slots must be unchanged from a zero-filled cache. ``assert validate_cache(...).ok``."""
+    if not isinstance(layout, _ext._Layout):
+        raise TypeError(f"layout: expected a turboquant.Layout, got {type(layout).__name__}")
+    for name, x in (("kv_cache", kv_cache), ("keys", keys), ("values", values), ("slot_mapping", slot_mapping)):
+        _arrays.require_array(name, x)
+    f32 = lambda x: _arrays.to_numpy(x, np.float32)  # noqa: E731
+    d = _ext._validate_cache(layout, _arrays.to_numpy(kv_cache), f32(keys), f32(values),
+                             _arrays.to_numpy(slot_mapping, np.int64), f32(centroids), f32(rotation),
+                             float(boundary_ulps), _arrays.require_int32("max_report", max_report), str(cache_name))
+    return CacheValidation(d)

@@ -1,6 +1,7 @@
 // Argument validation of dequantize_reference / dequantize_sequences_reference
 // and the CUDA dequantize (docs/RELIABILITY.md §1.2): every check names the
 // argument and the offending value; nothing is written before all pass.
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -50,6 +51,10 @@ Status check_dequantize_shapes(const ConstCacheView& cache, const DequantizeArgs
   const BlockLayout& l = cache.layout;
   if (a.num_slots < 0) return invalid("num_slots = " + to_string(a.num_slots) + ": must be >= 0");
   if (Status s = check_out_dtype(a.out_dtype); !s.ok()) return s;
+  // Bound num_slots first (finding F4), so that no byte count below can wrap.
+  if (a.num_slots > INT64_MAX / (std::int64_t{l.num_kv_heads} * l.format.head_dim * 4)) {
+    return out_of_range("num_slots = " + to_string(a.num_slots) + ": its K/V need more than 2^63 bytes");
+  }
   if (Status s = check_basis(a.basis); !s.ok()) return s;
   if (Status s = check_buffer("slots", a.slots.data, a.slots.bytes, {{a.num_slots}, 8, "int64"}); !s.ok()) return s;
   if (Status s = check_outputs(a.keys, a.values, {a.num_slots, l.num_kv_heads, l.format.head_dim}, a.out_dtype);

@@ -2,7 +2,9 @@
 # The Python package on the GPU machine, logs to $OUT: build the extension (CUDA),
 # pytest (CPU and CUDA tests), bench_gpu + bench_python.py (docs/PERFORMANCE.md),
 # and a fresh-venv `pip install .` with the CUDA backend (offline: no build isolation).
-#   bash python/bench/run_h200_python.sh [steps]   steps: build,pytest,bench,pip (default all)
+#   bash python/bench/run_h200_python.sh [steps]   steps: build,gtest,pytest,overhead,bench,pip
+#   (default build,pytest,bench,pip; gtest builds and runs test_gpu and test_cpu too:
+#   the CUDA kernels against the golden model, the CPU ISAs on this host's AVX-512)
 set -u
 steps=${1:-build,pytest,bench,pip}
 has() { [[ ",$steps," == *",$1,"* ]]; }
@@ -15,15 +17,30 @@ log() { echo "== [$SECONDS s] $*" | tee -a "$OUT/info.log"; }
 if has build; then
   log build
   cmake -S . -B $B -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release -DTURBOQUANT_ENABLE_CUDA=ON \
-    -DTURBOQUANT_ENABLE_PYTHON=ON -DPython_EXECUTABLE="$PY" -DTURBOQUANT_ENABLE_TESTS=OFF > "$OUT/build.log" 2>&1 &&
-    cmake --build $B -j16 --target _turboquant tq bench_gpu >> "$OUT/build.log" 2>&1
+    -DTURBOQUANT_ENABLE_PYTHON=ON -DPython_EXECUTABLE="$PY" -DTURBOQUANT_ENABLE_TESTS=$(has gtest && echo ON || echo OFF) \
+    > "$OUT/build.log" 2>&1 &&
+    cmake --build $B -j16 --target _turboquant tq bench_gpu $(has gtest && echo test_gpu test_cpu) >> "$OUT/build.log" 2>&1
   log "build rc=$?"; tail -3 "$OUT/build.log"
+fi
+if has gtest; then
+  log gtest
+  timeout 200 $B/tests/test_gpu > "$OUT/test_gpu.log" 2>&1
+  log "test_gpu rc=$?"; tail -4 "$OUT/test_gpu.log"
+  timeout 150 $B/tests/test_cpu --gtest_brief=1 > "$OUT/test_cpu.log" 2>&1
+  log "test_cpu rc=$?"; tail -4 "$OUT/test_cpu.log"
 fi
 if has pytest; then
   log pytest
   PYTHONPATH=$B/python TQ_BIN=$B/tools/tq/tq timeout 240 "$PY" -m pytest python/tests -q -p no:cacheprovider -rs \
     > "$OUT/pytest.log" 2>&1
   log "pytest rc=$?"; tail -15 "$OUT/pytest.log"
+fi
+if has overhead; then
+  log overhead
+  for i in 1 2 3; do
+    (cd python/bench && PYTHONPATH=../../$B/python timeout 60 "$PY" -c "import bench_python as b; b.overhead(1000)")
+  done > "$OUT/overhead.log" 2>&1
+  log "overhead rc=$?"; cat "$OUT/overhead.log"
 fi
 if has bench; then
   log bench

@@ -6,7 +6,8 @@
 // error vs the golden output is <= rtol, else 1. The computation and the
 // report's text are turboquant::check's validate_output / render_report; this
 // file loads the case and prints. With --cache FILE it checks a store's cache
-// instead (cmd_validate_cache.cpp).
+// instead (cmd_validate_cache.cpp). Multi-token cases (query_start_loc.npy,
+// sinks.npy, "sliding_window") are compared row by row: T rows.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -30,27 +31,53 @@ struct ValidateOptions {
   std::string output = "expected_out.npy";
   double rtol = 1e-3;
   bool json = false;
+  bool output_given = false;  // --output on the command line
   std::string cache;  // --cache: check this cache instead of an output
   int max_report = 20;
 };
 
-json comparison_json(const checks::Comparison& c) {
-  return json{
-      {"rel_l2", json_number(c.rel_l2)},
-      {"max_abs", json_number(c.max_abs)},
-      {"max_abs_at", {{"sequence", c.max_seq}, {"head", c.max_head}, {"dim", c.max_dim}}},
-      {"value_at_max", json_number(c.got_at_max)},
-      {"reference_at_max", json_number(c.want_at_max)},
-      {"cosine", json_number(c.cosine)},
-      {"worst_head", {{"sequence", c.worst_seq}, {"head", c.worst_head}, {"rel_l2", json_number(c.worst_rel_l2)}}},
-      {"non_finite", c.non_finite}};
+// multi_row: the locations also name the query row ("row"), as the text does.
+json comparison_json(const checks::Comparison& c, bool multi_row) {
+  json j{{"rel_l2", json_number(c.rel_l2)},
+         {"max_abs", json_number(c.max_abs)},
+         {"max_abs_at", {{"sequence", c.max_seq}, {"head", c.max_head}, {"dim", c.max_dim}}},
+         {"value_at_max", json_number(c.got_at_max)},
+         {"reference_at_max", json_number(c.want_at_max)},
+         {"cosine", json_number(c.cosine)},
+         {"worst_head", {{"sequence", c.worst_seq}, {"head", c.worst_head}, {"rel_l2", json_number(c.worst_rel_l2)}}},
+         {"non_finite", c.non_finite}};
+  if (multi_row) {
+    j["max_abs_at"]["row"] = c.max_row;
+    j["worst_head"]["row"] = c.worst_row;
+  }
+  return j;
+}
+
+// "; 21 query rows (q_len 1, 4, 16); sinks; sliding_window 64" for a multi-token case, else "".
+std::string rows_sinks_window_text(const io::CaseDir& c) {
+  std::string s;
+  if (c.query_start_loc.present) {
+    std::vector<std::int32_t> q_lens;
+    for (std::size_t b = 0; b + 1 < c.query_start_loc.values.size(); ++b) {
+      q_lens.push_back(c.query_start_loc.values[b + 1] - c.query_start_loc.values[b]);
+    }
+    s += fmt("; %lld query rows (q_len %s)", static_cast<long long>(c.num_query_rows), join_ints(q_lens).c_str());
+  }
+  if (c.sinks.present) s += "; sinks";
+  if (c.sliding_window != 0) s += fmt("; sliding_window %d", c.sliding_window);
+  return s;
 }
 
 int run_validate(const ValidateOptions& o) {
   if (!(o.rtol >= 0) || !std::isfinite(o.rtol)) fail("--rtol", fmt("%g must be a finite number >= 0", o.rtol));
   io::CaseLoadOptions load = io::CaseLoadOptions::decode();
   load.expected_out = load.expected_lse = io::Need::kSkip;  // the output under test is loaded below
+  load.rows_sinks_window = true;                            // T rows: validate_output takes query_start_loc etc.
   const io::CaseDir c = load_case(o.case_dir, load);
+  if (!o.output_given && !std::filesystem::exists(c.file(o.output))) {
+    fail("--output", "the case has no " + o.output + " (" + c.file(o.output) +
+                         "): give the output to check with --output FILE");
+  }
   io::CaseArray<float> output;
   ensure(io::load_case_output(c, o.output, &output));
 
@@ -76,7 +103,10 @@ int run_validate(const ValidateOptions& o) {
            {"f64_dequant_non_finite", report.oracle_non_finite}};
     add_format_names(j, c.format);
     if (!report.original_note.empty()) j["f64_original_note"] = report.original_note;
-    for (const checks::ValidationRow& r : report.rows) j[r.key] = comparison_json(r.cmp);
+    if (report.multi_row) j["query_start_loc"] = c.query_start_loc.values;
+    if (c.sinks.present) j["sinks"] = true;
+    if (c.sliding_window != 0) j["sliding_window"] = c.sliding_window;
+    for (const checks::ValidationRow& r : report.rows) j[r.key] = comparison_json(r.cmp, report.multi_row);
     print_json(j);
     return exit_code;
   }
@@ -84,8 +114,9 @@ int run_validate(const ValidateOptions& o) {
   std::printf("case     %s\n", c.path.c_str());
   std::printf("format   %s: %s; block_size %d, Hk %d, Hq %d\n", c.preset_name.c_str(),
               turboquant::describe(c.format).c_str(), c.block_size(), c.num_kv_heads(), c.num_q_heads);
-  std::printf("decode   %lld sequences, seq_lens %s; %d splits; scale %.9g; golden = cpu-ref\n",
-              static_cast<long long>(c.batch), join_ints(c.seq_lens.values).c_str(), c.num_kv_splits, c.scale);
+  std::printf("decode   %lld sequences, seq_lens %s%s; %d splits; scale %.9g; golden = cpu-ref\n",
+              static_cast<long long>(c.batch), join_ints(c.seq_lens.values).c_str(), rows_sinks_window_text(c).c_str(),
+              c.num_kv_splits, c.scale);
   std::printf("output   %s %s\n\n", output.path.c_str(), io::format_shape(output.shape).c_str());
   std::fputs(checks::render_report(report).c_str(), stdout);
   return exit_code;
@@ -100,9 +131,10 @@ Command add_validate(CLI::App& parent) {
                             "Compare a decode output with the golden model and float64 oracles (the case's layout "
                             "and FP8 flavour from meta.json)");
   add_case_argument(app, &o->case_dir, "meta.json, query, kv_cache, block_table, seq_lens; with --cache: keys, values, slot_mapping");
-  app->add_option("--output", o->output, "Output to check: a path, or a file name in CASE; float [B, Hq, D]")
+  app->add_option("--output", o->output, "Output to check: a path, or a file name in CASE; float [T, Hq, D]")
       ->capture_default_str()
-      ->check(non_empty_path());
+      ->check(non_empty_path())
+      ->each([o](const std::string&) { o->output_given = true; });
   app->add_option("--rtol", o->rtol, "Pass when rel L2 vs golden <= rtol")->capture_default_str();
   app->add_flag("--json", o->json, "Print one JSON object");
   app->add_option("--cache", o->cache,

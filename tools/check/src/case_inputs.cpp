@@ -17,6 +17,12 @@ ValidationInputs case_validation_inputs(const io::CaseDir& c, const Codebook* co
   in.seq_lens = c.seq_lens.values;
   in.scale = c.scale;
   in.num_splits = c.num_kv_splits;
+  if (c.query_start_loc.present) {
+    in.query_start_loc = c.query_start_loc.values;
+    in.num_query_rows = static_cast<int>(c.num_query_rows);
+  }
+  if (c.sinks.present) in.sinks = c.sinks.values;
+  in.sliding_window = c.sliding_window;
   in.output = output;
   in.output_name = std::move(output_name);
   if (c.keys.present && c.values.present && c.slot_mapping.present) {

@@ -24,7 +24,7 @@ Comparison compare(std::span<const double> got, std::span<const double> want, in
       if (rank > max_rank) {
         max_rank = rank;
         c.max_abs = a;
-        c.max_seq = seq, c.max_head = head, c.max_dim = d;
+        c.max_seq = seq, c.max_head = head, c.max_dim = d, c.max_row = static_cast<int>(block);
         c.got_at_max = g, c.want_at_max = w;
       }
       row_diff2 += e * e;
@@ -37,7 +37,7 @@ Comparison compare(std::span<const double> got, std::span<const double> want, in
     if (rank > worst_rank) {
       worst_rank = rank;
       c.worst_rel_l2 = row_rel;
-      c.worst_seq = seq, c.worst_head = head;
+      c.worst_seq = seq, c.worst_head = head, c.worst_row = static_cast<int>(block);
     }
     diff2 += row_diff2;
     want2 += row_want2;

@@ -104,22 +104,56 @@ bool original_kv(std::span<const std::int64_t> slot_mapping, std::span<const flo
   return true;
 }
 
+QueryRows last_token_rows(const DenseKV& kv) {
+  QueryRows rows;
+  for (std::size_t i = 0; i < kv.sequences.size(); ++i) {
+    rows.kv_index.push_back(static_cast<int>(i));
+    rows.query_row.push_back(kv.sequences[i]);
+    rows.position.push_back(kv.offsets[i + 1] - kv.offsets[i] - 1);
+  }
+  return rows;
+}
+
+QueryRows query_start_loc_rows(const DenseKV& kv, std::span<const std::int32_t> query_start_loc) {
+  QueryRows rows;
+  for (std::size_t i = 0; i < kv.sequences.size(); ++i) {
+    const int b = kv.sequences[i];
+    const std::int64_t len = kv.offsets[i + 1] - kv.offsets[i];
+    const std::int32_t first = query_start_loc[b], q_len = query_start_loc[b + 1] - first;
+    for (std::int32_t j = 0; j < q_len; ++j) {
+      rows.kv_index.push_back(static_cast<int>(i));
+      rows.query_row.push_back(first + j);
+      rows.position.push_back(len - q_len + j);
+    }
+  }
+  return rows;
+}
+
 std::vector<double> f64_attention(const DenseKV& kv, std::span<const float> query, int num_q_heads, double scale,
                                   int threads) {
+  return f64_attention_rows(kv, last_token_rows(kv), query, num_q_heads, scale, {}, 0, threads);
+}
+
+std::vector<double> f64_attention_rows(const DenseKV& kv, const QueryRows& query_rows, std::span<const float> query,
+                                       int num_q_heads, double scale, std::span<const float> sinks,
+                                       int sliding_window, int threads) {
   const int D = kv.head_dim, Hk = kv.num_kv_heads, group = num_q_heads / Hk;
-  const std::int64_t rows = static_cast<std::int64_t>(kv.sequences.size()) * num_q_heads;
+  const std::int64_t rows = static_cast<std::int64_t>(query_rows.kv_index.size()) * num_q_heads;
   std::vector<double> out(static_cast<std::size_t>(rows) * D, 0.0);
   parallel_for(rows, threads, [&](std::int64_t begin, std::int64_t end) {
     std::vector<double> q(D), acc(D), scores;
     for (std::int64_t r = begin; r < end; ++r) {
-      const std::size_t i = static_cast<std::size_t>(r / num_q_heads);
+      const std::size_t row = static_cast<std::size_t>(r / num_q_heads);
+      const std::size_t i = static_cast<std::size_t>(query_rows.kv_index[row]);
       const int hq = static_cast<int>(r % num_q_heads), h = hq / group;
-      const std::int64_t first = kv.offsets[i], len = kv.offsets[i + 1] - first;
-      if (len == 0) continue;
-      const float* qrow = query.data() + (static_cast<std::int64_t>(kv.sequences[i]) * num_q_heads + hq) * D;
+      const std::int64_t p = query_rows.position[row];
+      const std::int64_t lo = sliding_window > 0 ? std::max<std::int64_t>(0, p + 1 - sliding_window) : 0;
+      const std::int64_t first = kv.offsets[i] + lo, len = p + 1 - lo;
+      if (len <= 0) continue;
+      const float* qrow = query.data() + (query_rows.query_row[row] * num_q_heads + hq) * D;
       for (int d = 0; d < D; ++d) q[d] = qrow[d];
       scores.resize(static_cast<std::size_t>(len));
-      double mx = -INFINITY;
+      double mx = sinks.empty() ? -INFINITY : static_cast<double>(sinks[hq]);
       for (std::int64_t t = 0; t < len; ++t) {
         const float* k = kv.keys.data() + ((first + t) * Hk + h) * D;
         double dot = 0;
@@ -135,6 +169,7 @@ std::vector<double> f64_attention(const DenseKV& kv, std::span<const float> quer
         const float* v = kv.values.data() + ((first + t) * Hk + h) * D;
         for (int d = 0; d < D; ++d) acc[d] += w * v[d];
       }
+      if (!sinks.empty()) den += std::exp(static_cast<double>(sinks[hq]) - mx);  // the sink: denominator only
       for (int d = 0; d < D; ++d) out[static_cast<std::size_t>(r) * D + d] = acc[d] / den;
     }
   });

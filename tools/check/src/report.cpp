@@ -30,14 +30,24 @@ std::string sprintf_string(const char* format, ...) {
 
 using internal::sprintf_string;
 
+namespace {
+
+// " row 5" beside a sequence when the report has multi-token rows; nothing
+// otherwise (the one-row-per-sequence text stays as it was).
+std::string row_text(const ValidationReport& r, const char* format, int row) {
+  return r.multi_row ? sprintf_string(format, row) : std::string();
+}
+
+}  // namespace
+
 std::string render_report(const ValidationReport& r) {
   std::string s = sprintf_string("  %-37s %10s %10s %12s   %s\n", "comparison", "rel L2", "max abs", "cosine",
                                  "worst head (rel L2)");
   for (const ValidationRow& row : r.rows) {
     const Comparison& c = row.cmp;
-    s += sprintf_string("  %-37s %10.3e %10.3e %12.8f   seq %d head %d (%.3e)%s%s\n", row.name.c_str(), c.rel_l2,
-                        c.max_abs, c.cosine, c.worst_seq, c.worst_head, c.worst_rel_l2, row.note.empty() ? "" : "  ",
-                        row.note.c_str());
+    s += sprintf_string("  %-37s %10.3e %10.3e %12.8f   seq %d%s head %d (%.3e)%s%s\n", row.name.c_str(), c.rel_l2,
+                        c.max_abs, c.cosine, c.worst_seq, row_text(r, " row %d", c.worst_row).c_str(), c.worst_head,
+                        c.worst_rel_l2, row.note.empty() ? "" : "  ", row.note.c_str());
   }
   if (!r.format_error_measured) s += sprintf_string("  (format error not measured: %s)\n", r.original_note.c_str());
   s += "\n";
@@ -51,8 +61,8 @@ std::string render_report(const ValidationReport& r) {
         "the f64 oracle has %lld non-finite values: the cache holds non-finite metadata (see tq inspect)\n",
         static_cast<long long>(r.oracle_non_finite));
   }
-  s += sprintf_string("max abs error vs golden at sequence %d, head %d, dim %d: %.9g (golden %.9g)\n", g.max_seq,
-                      g.max_head, g.max_dim, g.got_at_max, g.want_at_max);
+  s += sprintf_string("max abs error vs golden at sequence %d%s, head %d, dim %d: %.9g (golden %.9g)\n", g.max_seq,
+                      row_text(r, " row %d", g.max_row).c_str(), g.max_head, g.max_dim, g.got_at_max, g.want_at_max);
   if (r.pass) return s + sprintf_string("PASS  %s: rel L2 vs golden %.3e <= rtol %.1e\n", name, g.rel_l2, r.rtol);
   // A kernel whose error exceeds the format's own is wrong, not lossy.
   std::string why;
@@ -65,9 +75,10 @@ std::string render_report(const ValidationReport& r) {
                     g.rel_l2 / format_error, format_error)
               : sprintf_string("; format error for comparison: %.3e", format_error);
   }
-  return s + sprintf_string("FAIL  %s: rel L2 vs golden %.3e > rtol %.1e; worst head: sequence %d, head %d (rel L2 "
+  return s + sprintf_string("FAIL  %s: rel L2 vs golden %.3e > rtol %.1e; worst head: sequence %d%s, head %d (rel L2 "
                             "%.3e)%s\n",
-                            name, g.rel_l2, r.rtol, g.worst_seq, g.worst_head, g.worst_rel_l2, why.c_str());
+                            name, g.rel_l2, r.rtol, g.worst_seq, row_text(r, " row %d", g.worst_row).c_str(),
+                            g.worst_head, g.worst_rel_l2, why.c_str());
 }
 
 }  // namespace turboquant::checks

@@ -42,6 +42,10 @@ DecodeArgs golden_args(const ValidationInputs& in) {
   a.softmax_scale = static_cast<float>(in.scale);
   a.num_splits = in.num_splits;
   a.codebook = in.codebook;
+  a.query_start_loc = {in.query_start_loc.data(), in.query_start_loc.size_bytes()};
+  a.num_query_rows = in.num_query_rows;
+  a.sinks = {in.sinks.data(), in.sinks.size_bytes()};
+  a.sliding_window = in.sliding_window;
   return a;
 }
 
@@ -54,7 +58,7 @@ Status check_comparison_inputs(const ValidationInputs& in) {
   if (in.threads < 0) {
     return Status(StatusCode::kInvalidArgument, "threads = " + std::to_string(in.threads) + ": must be >= 0");
   }
-  const std::int64_t B = in.batch, Hq = in.num_q_heads, Hk = in.cache.layout.num_kv_heads,
+  const std::int64_t B = in.query_start_loc.empty() ? in.batch : in.num_query_rows, Hq = in.num_q_heads, Hk = in.cache.layout.num_kv_heads,
                      D = in.cache.layout.format.head_dim;
   if (Status s = check_elements("output", in.output.data(), in.output.size(), {{B, Hq, D}, 4, "float32"}); !s.ok()) {
     return s;
@@ -118,14 +122,27 @@ Status validate_output(const ValidationInputs& in, ValidationReport* report) {
   if (Status s = dequantized_kv(in.cache, in.codebook, slots, all, offsets, threads, &dequant); !s.ok()) {
     return Status(s.code(), "dequantize: " + s.message());
   }
-  const std::vector<double> f64_dequant = f64_attention(dequant, in.query, Hq, in.scale, threads);
+  const bool multi_row = !in.query_start_loc.empty();
+  const QueryRows rows = multi_row ? query_start_loc_rows(dequant, in.query_start_loc) : last_token_rows(dequant);
+  const auto attention = [&](const DenseKV& kv) {
+    return f64_attention_rows(kv, rows, in.query, Hq, in.scale, in.sinks, in.sliding_window, threads);
+  };
+  const std::vector<double> f64_dequant = attention(dequant);
+  // The sequence of each query row, for the comparisons' locations (empty: row b is sequence b).
+  std::vector<int> row_seq;
+  if (multi_row) {
+    for (const int i : rows.kv_index) row_seq.push_back(all[static_cast<std::size_t>(i)]);
+  }
+  const auto cmp = [&](std::span<const double> got, std::span<const double> want) {
+    return compare(got, want, Hq, D, row_seq);
+  };
   std::optional<std::vector<double>> f64_original;
   std::string original_note;
   if (in.original) {
     const OriginalKV& o = *in.original;
     DenseKV original;
     if (original_kv(o.slot_mapping, o.keys, o.values, Hk, D, slots, all, offsets, &original, &original_note)) {
-      f64_original = f64_attention(original, in.query, Hq, in.scale, threads);
+      f64_original = attention(original);
     }
   } else {
     original_note = in.original_absent_note;
@@ -137,19 +154,20 @@ Status validate_output(const ValidationInputs& in, ValidationReport* report) {
   r = ValidationReport{};
   r.output_name = name;
   r.rtol = in.rtol;
-  r.rows.push_back({name + " vs golden", std::string(kVsGolden), "(kernel error)", compare(out, gold, Hq, D)});
-  r.rows.push_back({name + " vs f64(dequantized)", std::string(kVsF64Dequant), "", compare(out, f64_dequant, Hq, D)});
+  r.multi_row = multi_row;
+  r.rows.push_back({name + " vs golden", std::string(kVsGolden), "(kernel error)", cmp(out, gold)});
+  r.rows.push_back({name + " vs f64(dequantized)", std::string(kVsF64Dequant), "", cmp(out, f64_dequant)});
   r.rows.push_back({"golden vs f64(dequantized)", std::string(kGoldenVsF64Dequant), "(golden model's own rounding)",
-                    compare(gold, f64_dequant, Hq, D)});
+                    cmp(gold, f64_dequant)});
   if (f64_original) {
     r.rows.push_back({"f64(dequantized) vs f64(original)", std::string(kFormatError),
-                      "(format error: the quantization itself)", compare(f64_dequant, *f64_original, Hq, D)});
+                      "(format error: the quantization itself)", cmp(f64_dequant, *f64_original)});
     r.rows.push_back(
-        {name + " vs f64(original)", std::string(kVsF64Original), "", compare(out, *f64_original, Hq, D)});
+        {name + " vs f64(original)", std::string(kVsF64Original), "", cmp(out, *f64_original)});
   }
   if (in.reference_out_f64) {
     r.rows.push_back({"f64(dequantized) vs reference_out_f64", std::string(kF64DequantVsReference),
-                      "(the case's own f64 oracle)", compare(f64_dequant, *in.reference_out_f64, Hq, D)});
+                      "(the case's own f64 oracle)", cmp(f64_dequant, *in.reference_out_f64)});
   }
   r.format_error_measured = f64_original.has_value();
   r.original_note = original_note;

@@ -13,7 +13,8 @@ namespace turboquant::checks {
 
 // The case's decode (cache, query, tables, scale, splits), its original K/V
 // when keys.npy, values.npy and slot_mapping.npy are all present, and its
-// reference_out_f64 when present; `output` float32 [B, Hq, D] is under test.
+// reference_out_f64 when present, and its query_start_loc, sinks and
+// sliding_window when loaded; `output` float32 [T, Hq, D] is under test.
 // The spans point into `c` and `output`, which must outlive the result.
 ValidationInputs case_validation_inputs(const io::CaseDir& c, const Codebook* codebook, std::span<const float> output,
                                         std::string output_name);

@@ -50,6 +50,29 @@ bool original_kv(std::span<const std::int64_t> slot_mapping, std::span<const flo
 std::vector<double> f64_attention(const DenseKV& kv, std::span<const float> query, int num_q_heads, double scale,
                                   int threads);
 
+// The query rows of a decode (ARITHMETIC.md §7): row r reads query row
+// query_row[r], belongs to sequence kv.sequences[kv_index[r]] and sits at
+// position[r]; it attends to positions [max(0, p + 1 - W), p] (W = 0: [0, p]).
+struct QueryRows {
+  std::vector<int> kv_index;            // [T], into DenseKV::sequences / offsets
+  std::vector<std::int64_t> query_row;  // [T], row of the query [*, Hq, D]
+  std::vector<std::int64_t> position;   // [T]; -1: the row attends to nothing (seq_len 0)
+};
+
+// One row per sequence of kv at seq_len - 1, query row kv.sequences[i] (what f64_attention computes).
+QueryRows last_token_rows(const DenseKV& kv);
+
+// vLLM's rows: query_start_loc int32 [B + 1] (already validated, e.g. by
+// decode_reference) over sequences 0..B-1 of kv, whose lengths are kv's.
+QueryRows query_start_loc_rows(const DenseKV& kv, std::span<const std::int32_t> query_start_loc);
+
+// out[r, hq, :] for each row of `rows` (float64 [T, Hq, D]): dense softmax
+// attention over the row's window; sinks float32 [Hq] (empty: none) add
+// exp(sinks[hq]) to the denominator only. A row with no token gives 0.
+std::vector<double> f64_attention_rows(const DenseKV& kv, const QueryRows& rows, std::span<const float> query,
+                                       int num_q_heads, double scale, std::span<const float> sinks,
+                                       int sliding_window, int threads);
+
 // Runs fn(begin, end) over [0, n) on `threads` threads, one contiguous chunk each.
 void parallel_for(std::int64_t n, int threads, const std::function<void(std::int64_t, std::int64_t)>& fn);
 

@@ -41,12 +41,18 @@ struct ValidationInputs {
   std::span<const std::int32_t> seq_lens;  // int32 [batch]
   double scale = 0;                        // the golden decode uses float(scale), the oracles the double
   int num_splits = 32;
+  // Multi-token rows, sinks, sliding window (DecodeArgs, ARITHMETIC.md §7).
+  // T below is num_query_rows with query_start_loc, else batch.
+  std::span<const std::int32_t> query_start_loc;  // optional int32 [batch + 1]; empty: one row per sequence
+  int num_query_rows = 0;                         // T = query_start_loc[batch] (with query_start_loc)
+  std::span<const float> sinks;                   // optional float32 [num_q_heads]
+  int sliding_window = 0;                         // W > 0: row at p attends to p - W + 1 .. p
 
-  std::span<const float> output;        // float32 [batch, num_q_heads, head_dim]: the output under test
+  std::span<const float> output;        // float32 [T, num_q_heads, head_dim]: the output under test
   std::string output_name = "output";   // how rows and the verdict name it ("expected_out.npy")
   std::optional<OriginalKV> original;   // the format error is measured only with these
   std::string original_absent_note = "no original keys/values/slot_mapping given";  // why, when not given
-  std::optional<std::span<const double>> reference_out_f64;  // float64 [batch, num_q_heads, head_dim]
+  std::optional<std::span<const double>> reference_out_f64;  // float64 [T, num_q_heads, head_dim]
 
   double rtol = 1e-3;  // pass when rel L2 vs golden <= rtol; finite, >= 0
   int threads = 0;     // for the oracles; 0: std::thread::hardware_concurrency(). Results do not depend on it
@@ -77,6 +83,9 @@ struct ValidationRow {
 
 struct ValidationReport {
   std::string output_name;
+  // query_start_loc was given: comparisons name query rows (Comparison::max_row,
+  // worst_row) beside their sequences; the text and JSON then show the row.
+  bool multi_row = false;
   double rtol = 0;
   bool pass = false;  // vs_golden().rel_l2 <= rtol; NaN fails
   std::vector<ValidationRow> rows;  // rows[0] is vs_golden

@@ -4,6 +4,8 @@
 // encode throughput, the median decode time, the cache bytes read per second
 // next to a memory-bandwidth probe measured in the same run, and the decode's
 // error against float64 attention on the dequantized and the original K/V.
+// --q-len, --sinks and --window bench multi-token rows, sinks and sliding
+// windows; a backend that does not implement them reports "unsupported".
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +19,7 @@
 #include "common.hpp"
 #include "turboquant/check/compare.hpp"
 #include "turboquant/check/oracle.hpp"
+#include "turboquant/decode.hpp"
 #include "workload.hpp"
 
 namespace tq {
@@ -25,11 +28,12 @@ namespace {
 using turboquant::checks::compare;
 using turboquant::checks::DenseKV;
 using turboquant::checks::dequantized_kv;
-using turboquant::checks::f64_attention;
+using turboquant::checks::f64_attention_rows;
+using turboquant::checks::last_token_rows;
+using turboquant::checks::query_start_loc_rows;
+using turboquant::checks::QueryRows;
 using turboquant::checks::original_kv;
-using turboquant::checks::select_sequences;
 using turboquant::checks::sequence_slots;
-using turboquant::checks::to_double;
 
 struct BenchOptions {
   std::string presets = "all";
@@ -120,6 +124,12 @@ void check_spec(const BenchOptions& o) {
   positive("--q-heads", o.spec.q_heads, 1, 1 << 16);
   positive("--splits", o.splits, 1, 1024);
   positive("--repeats", o.repeats, 0, 1000);
+  positive("--q-len", o.spec.q_len, 1, turboquant::kMaxQueryLen);
+  positive("--window", o.spec.window, 0, 1 << 24);
+  if (o.spec.q_len > o.spec.seq_len) {
+    fail("--q-len", fmt("%d is more than --seq-len %d (a row's tokens are stored before it)", o.spec.q_len,
+                        o.spec.seq_len));
+  }
   if (o.spec.q_heads % o.spec.kv_heads != 0) {
     fail("--q-heads", fmt("%d is not a multiple of --kv-heads %d", o.spec.q_heads, o.spec.kv_heads));
   }
@@ -146,7 +156,7 @@ int run_bench(const BenchOptions& o) {
   const Workload w = make_workload(sp, threads);
 
   // The oracle's sequences: all of them, or as many as the budget allows.
-  const double per_seq = static_cast<double>(sp.q_heads) * sp.seq_len * sp.head_dim;
+  const double per_seq = static_cast<double>(sp.q_heads) * sp.q_len * sp.seq_len * sp.head_dim;
   const int oracle_seqs = std::clamp(static_cast<int>(kOracleBudget / std::max(per_seq, 1.0)), 1, sp.batch);
   std::vector<int> seqs(static_cast<std::size_t>(oracle_seqs));
   for (int i = 0; i < oracle_seqs; ++i) seqs[static_cast<std::size_t>(i)] = i;
@@ -162,9 +172,16 @@ int run_bench(const BenchOptions& o) {
   DenseKV original;
   std::string why;
   original_kv(w.slots, w.keys, w.values, sp.kv_heads, sp.head_dim, slots, seqs, offsets, &original, &why);
-  const std::vector<double> f64_original =
-      f64_attention(original, w.query, sp.q_heads, 1.0 / std::sqrt(sp.head_dim), threads);
+  const QueryRows rows = w.query_start_loc.empty() ? last_token_rows(original)
+                                                   : query_start_loc_rows(original, w.query_start_loc);
+  const auto attention = [&](const DenseKV& kv) {
+    return f64_attention_rows(kv, rows, w.query, sp.q_heads, 1.0 / std::sqrt(sp.head_dim), w.sinks, sp.window,
+                              threads);
+  };
+  const std::vector<double> f64_original = attention(original);
   original = DenseKV{};
+  const std::int64_t tokens_read =
+      std::int64_t{sp.batch} * (sp.window > 0 ? std::min(sp.seq_len, sp.window + sp.q_len - 1) : sp.seq_len);
 
   json results = json::array();
   for (const BenchFormat& bf : formats) {
@@ -198,24 +215,16 @@ int run_bench(const BenchOptions& o) {
     a.softmax_scale = scale;
     a.num_splits = o.splits;
     a.out = {out.data(), out.size() * 4};
+    if (!w.query_start_loc.empty()) {
+      a.query_start_loc = {w.query_start_loc.data(), w.query_start_loc.size() * 4};
+      a.num_query_rows = w.query_start_loc.back();
+    }
+    a.sinks = {w.sinks.data(), w.sinks.size() * 4};
+    a.sliding_window = sp.window;
     const turboquant::ConstCacheView view(l, cache.data(), w.num_blocks);
     std::vector<double> times;
     TimingPlan plan;
     if (o.repeats > 0) plan = TimingPlan{o.repeats, o.repeats, 0.0};
-    ensure(backend->timed_decode(view, a, plan, &times), "decode " + name);
-    std::sort(times.begin(), times.end());
-    const double decode_ms = times[times.size() / 2];
-    const double bytes_read = static_cast<double>(w.num_tokens) * sp.kv_heads * l.format.slot_bytes_aligned();
-
-    progress.step(name + ": f64 attention on the dequantized K/V");
-    DenseKV dq;
-    ensure(dequantized_kv(view, nullptr, slots, seqs, offsets, threads, &dq), "dequantize");
-    const std::vector<double> f64_dequant =
-        f64_attention(dq, w.query, sp.q_heads, 1.0 / std::sqrt(sp.head_dim), threads);
-    const std::vector<double> got = select_sequences(to_double(out), sp.q_heads, sp.head_dim, seqs);
-    const double err_dq = compare(got, f64_dequant, sp.q_heads, sp.head_dim).rel_l2;
-    const double err_orig = compare(got, f64_original, sp.q_heads, sp.head_dim).rel_l2;
-
     json row{{"preset", turboquant::preset_name(p)},
              {"backend", backend->name()},
              {"isa", backend->isa()},
@@ -227,20 +236,47 @@ int run_bench(const BenchOptions& o) {
              {"head_dim", sp.head_dim},
              {"block_size", sp.block_size},
              {"splits", o.splits},
+             {"q_len", sp.q_len},
+             {"sinks", sp.sinks},
+             {"window", sp.window},
              {"bytes_per_token_head", l.format.slot_bytes_aligned()},
              {"compression_vs_bf16", l.format.compression_vs_bf16()},
              {"encode_ms", encode_s * 1e3},
              {"encode_token_heads_per_s", json_number(static_cast<double>(w.num_tokens) * sp.kv_heads / encode_s)},
-             {"decode_ms", decode_ms},
-             {"decode_ms_min", times.front()},
-             {"decode_repeats", times.size()},
-             {"decode_bytes_read", bytes_read},
-             {"decode_gbps", bytes_read / (decode_ms * 1e-3) / 1e9},
              {"probe_gbps", probe},
-             {"rel_l2_vs_f64_dequant", json_number(err_dq)},
-             {"rel_l2_vs_f64_original", json_number(err_orig)},
              {"oracle", oracle_scope}};
     add_format_names(row, l.format);
+    const Status decoded = backend->timed_decode(view, a, plan, &times);
+    if (decoded.code() == turboquant::StatusCode::kUnsupported) {
+      // A backend without multi-token rows, sinks or windows: a row that says so, not an exit.
+      row["unsupported"] = decoded.message();
+      results.push_back(row);
+      continue;
+    }
+    ensure(decoded, "decode " + name);
+    std::sort(times.begin(), times.end());
+    const double decode_ms = times[times.size() / 2];
+    const double bytes_read = static_cast<double>(tokens_read) * sp.kv_heads * l.format.slot_bytes_aligned();
+
+    progress.step(name + ": f64 attention on the dequantized K/V");
+    DenseKV dq;
+    ensure(dequantized_kv(view, nullptr, slots, seqs, offsets, threads, &dq), "dequantize");
+    const std::vector<double> f64_dequant = attention(dq);
+    // The decode's rows the oracle covers, in the oracle's order.
+    const std::size_t row_size = static_cast<std::size_t>(sp.q_heads) * sp.head_dim;
+    std::vector<double> got;
+    got.reserve(rows.query_row.size() * row_size);
+    for (const std::int64_t q : rows.query_row) {
+      got.insert(got.end(), out.begin() + q * static_cast<std::int64_t>(row_size),
+                 out.begin() + (q + 1) * static_cast<std::int64_t>(row_size));
+    }
+    row["decode_ms"] = decode_ms;
+    row["decode_ms_min"] = times.front();
+    row["decode_repeats"] = times.size();
+    row["decode_bytes_read"] = bytes_read;
+    row["decode_gbps"] = bytes_read / (decode_ms * 1e-3) / 1e9;
+    row["rel_l2_vs_f64_dequant"] = json_number(compare(got, f64_dequant, sp.q_heads, sp.head_dim).rel_l2);
+    row["rel_l2_vs_f64_original"] = json_number(compare(got, f64_original, sp.q_heads, sp.head_dim).rel_l2);
     results.push_back(row);
   }
   progress.done();
@@ -249,8 +285,11 @@ int run_bench(const BenchOptions& o) {
     print_json(json{{"results", results}});
     return kExitOk;
   }
-  std::printf("tq bench: %d sequences x %d tokens, Hq %d, Hk %d, head_dim %d, block_size %d, %d splits\n", sp.batch,
-              sp.seq_len, sp.q_heads, sp.kv_heads, sp.head_dim, sp.block_size, o.splits);
+  std::string rows_text = sp.q_len > 1 ? fmt("; %d query rows per sequence", sp.q_len) : std::string();
+  if (sp.sinks) rows_text += "; sinks";
+  if (sp.window > 0) rows_text += fmt("; sliding window %d", sp.window);
+  std::printf("tq bench: %d sequences x %d tokens, Hq %d, Hk %d, head_dim %d, block_size %d, %d splits%s\n", sp.batch,
+              sp.seq_len, sp.q_heads, sp.kv_heads, sp.head_dim, sp.block_size, o.splits, rows_text.c_str());
   std::printf("backend %s (isa %s, %d thread%s); bandwidth probe %.1f GB/s (%s)\n", backend->name().c_str(),
               backend->isa().c_str(), backend->threads(), backend->threads() == 1 ? "" : "s", probe,
               backend->probe_name().c_str());
@@ -264,6 +303,14 @@ int run_bench(const BenchOptions& o) {
     return r["layout"].get<std::string>() + (other_fp8 ? "/" + r["fp8_format"].get<std::string>() : "");
   };
   for (const json& r : results) {
+    if (r.contains("unsupported")) {
+      std::printf("%-9s %-9s %10d %7.2fx %10.1f %13.3e   unsupported by %s: %s\n",
+                  r["preset"].get<std::string>().substr(11).c_str(), layout_label(r).c_str(),
+                  r["bytes_per_token_head"].get<int>(), num(r["compression_vs_bf16"]), num(r["encode_ms"]),
+                  num(r["encode_token_heads_per_s"]), backend->name().c_str(),
+                  r["unsupported"].get<std::string>().c_str());
+      continue;
+    }
     std::printf("%-9s %-9s %10d %7.2fx %10.1f %13.3e %10.3f %9.2f %7.1f%% %12.2e %13.3e\n",
                 r["preset"].get<std::string>().substr(11).c_str(), layout_label(r).c_str(),
                 r["bytes_per_token_head"].get<int>(),
@@ -303,6 +350,14 @@ Command add_bench(CLI::App& parent) {
       ->capture_default_str();
   app->add_option("--splits", o->splits, "KV splits per sequence")->transform(int32_value())->capture_default_str();
   app->add_option("--repeats", o->repeats, "Timed decodes (0: at least 3, up to about a second)")
+      ->transform(int32_value())
+      ->capture_default_str();
+  app->add_option("--q-len", o->spec.q_len,
+                  "Query rows per sequence (speculative verification; > 1: query_start_loc), at most 128")
+      ->transform(int32_value())
+      ->capture_default_str();
+  app->add_flag("--sinks", o->spec.sinks, "Random attention sinks, one per query head");
+  app->add_option("--window", o->spec.window, "Sliding window W (0: none)")
       ->transform(int32_value())
       ->capture_default_str();
   app->add_option("--seed", o->spec.seed, "Seed of the random data")->transform(uint64_value())->capture_default_str();

@@ -74,10 +74,20 @@ Workload make_workload(const WorkloadSpec& spec, int threads) {
   }
   w.keys.resize(static_cast<std::size_t>(w.num_tokens) * row);
   w.values.resize(w.keys.size());
-  w.query.resize(static_cast<std::size_t>(spec.batch) * spec.q_heads * spec.head_dim);
+  w.query.resize(static_cast<std::size_t>(spec.batch) * spec.q_len * spec.q_heads * spec.head_dim);
   fill_normal(w.keys, spec.seed * 3 + 0, false, threads);
   fill_normal(w.values, spec.seed * 3 + 1, true, threads);
   fill_normal(w.query, spec.seed * 3 + 2, false, threads);
+  if (spec.q_len > 1) {
+    w.query_start_loc.resize(static_cast<std::size_t>(spec.batch) + 1);
+    for (int b = 0; b <= spec.batch; ++b) w.query_start_loc[static_cast<std::size_t>(b)] = b * spec.q_len;
+  }
+  if (spec.sinks) {
+    // A stream of its own: the K/V and queries stay those of the same seed without sinks.
+    w.sinks.resize(static_cast<std::size_t>(spec.q_heads));
+    fill_normal(w.sinks, ~spec.seed, false, 1);
+    for (float& x : w.sinks) x += 2.0f;
+  }
   return w;
 }
 

@@ -44,15 +44,20 @@ nb::dict validate(const PyLayout& l, const InArray& output_a, const InArray& que
                   const std::optional<InArray>& keys_a, const std::optional<InArray>& values_a,
                   const std::optional<InArray>& slots_a, const std::optional<InArray>& reference_a,
                   const std::optional<InArray>& centroids_a, double rtol, const std::string& output_name,
-                  int threads) {
+                  int threads, const std::optional<InArray>& qsl_a, const std::optional<InArray>& sinks_a,
+                  int sliding_window) {
   const int D = l.layout.format.head_dim, Hk = l.layout.num_kv_heads;
-  const ArrayArg query = in_array("query", query_a, {Elem::kFloat32}, {-1, -1, D}, {"B", "Hq", "head_dim"});
-  const std::int64_t B = query.dim(0), Hq = query.dim(1);
-  const ArrayArg output = in_array("output", output_a, {Elem::kFloat32}, {B, Hq, D}, {"B", "Hq", "head_dim"});
+  const bool multi = qsl_a.has_value();
+  const char* row_dim = multi ? "T" : "B";
+  const ArrayArg query = in_array("query", query_a, {Elem::kFloat32}, {-1, -1, D}, {row_dim, "Hq", "head_dim"});
+  const std::int64_t T = query.dim(0), Hq = query.dim(1);
+  const ArrayArg output = in_array("output", output_a, {Elem::kFloat32}, {T, Hq, D}, {row_dim, "Hq", "head_dim"});
   const ArrayArg cache = in_array("kv_cache", cache_a, {Elem::kUInt8},
                                   {-1, l.layout.block_size, Hk, l.layout.format.slot_bytes_aligned()},
                                   {"num_blocks", "block_size", "num_kv_heads", "slot_bytes_aligned"});
-  const ArrayArg table = in_array("block_table", table_a, {Elem::kInt32}, {B, -1}, {"B", "max_blocks_per_seq"});
+  const ArrayArg table =
+      in_array("block_table", table_a, {Elem::kInt32}, {multi ? -1 : T, -1}, {"B", "max_blocks_per_seq"});
+  const std::int64_t B = table.dim(0);
   const ArrayArg lens = in_array("seq_lens", lens_a, {Elem::kInt32}, {B}, {"B"});
   if (threads < 0) throw_value_error("threads = " + std::to_string(threads) + " must be >= 0 (0: all)");
 
@@ -78,6 +83,17 @@ nb::dict validate(const PyLayout& l, const InArray& output_a, const InArray& que
   in.num_splits = num_splits;
   in.output = span_of<float>(output);
   in.output_name = output_name;
+  std::optional<ArrayArg> qsl, sinks;
+  if (multi) {
+    qsl = in_array("query_start_loc", *qsl_a, {Elem::kInt32}, {B + 1}, {"B + 1"});
+    in.query_start_loc = span_of<std::int32_t>(*qsl);
+    in.num_query_rows = static_cast<int>(T);
+  }
+  if (sinks_a) {
+    sinks = in_array("sinks", *sinks_a, {Elem::kFloat32}, {Hq}, {"Hq"});
+    in.sinks = span_of<float>(*sinks);
+  }
+  in.sliding_window = sliding_window;
   std::optional<ArrayArg> keys, values, slots, reference;
   if (keys_a && values_a && slots_a) {
     keys = in_array("keys", *keys_a, {Elem::kFloat32}, {-1, Hk, D}, {"num_tokens", "num_kv_heads", "head_dim"});
@@ -92,7 +108,7 @@ nb::dict validate(const PyLayout& l, const InArray& output_a, const InArray& que
     in.original_absent_note = "no keys/values/slot_mapping given";
   }
   if (reference_a) {
-    reference = in_array("reference_out_f64", *reference_a, {Elem::kFloat64}, {B, Hq, D}, {"B", "Hq", "head_dim"});
+    reference = in_array("reference_out_f64", *reference_a, {Elem::kFloat64}, {T, Hq, D}, {row_dim, "Hq", "head_dim"});
     in.reference_out_f64 = span_of<double>(*reference);
   }
   in.rtol = rtol;
@@ -219,7 +235,7 @@ void bind_check(nb::module_& m) {
         nb::arg("block_table"), nb::arg("seq_lens"), nb::arg("scale"), nb::arg("num_splits"),
         nb::arg("keys").none(), nb::arg("values").none(), nb::arg("slot_mapping").none(),
         nb::arg("reference_out_f64").none(), nb::arg("centroids").none(), nb::arg("rtol"), nb::arg("output_name"),
-        nb::arg("threads"));
+        nb::arg("threads"), nb::arg("query_start_loc").none(), nb::arg("sinks").none(), nb::arg("sliding_window"));
 }
 
 }  // namespace tqpy

@@ -65,7 +65,6 @@ def test_cpu_backends_give_the_golden_bits_or_refuse(path, backend):
 
 def test_bad_multi_token_arguments():
     c = tq.load_case(MULTI[0])
-    with pytest.raises(ValueError, match="validate"):
-        c.validate(c.expected_out)
+    assert c.validate(c.expected_out).ok  # vLLM's unified kernel (fp16): about 4.6e-4
     with pytest.raises(ValueError, match="query_start_loc"):
         tq.decode(*c.decode_args(), scale=c.scale, query_start_loc=c.query_start_loc[:-1], backend="cpu-ref")

@@ -62,13 +62,14 @@ class Validation:
 
 def validate(output, query, kv_cache, block_table, seq_lens, layout, rtol=1e-3, *, scale=None, num_splits=32,
              keys=None, values=None, slot_mapping=None, reference_out_f64=None, centroids=None,
-             output_name="output", threads=0) -> Validation:
+             output_name="output", threads=0, query_start_loc=None, sinks=None, sliding_window=0) -> Validation:
     """Checks ``output`` ([B, Hq, D], any float dtype, any device) of a decode of ``query``
     over ``kv_cache`` against the golden model (decoded with ``num_splits``, vLLM's
     NUM_KV_SPLITS) and float64 oracles: ``assert turboquant.validate(...).ok``. Device arrays
     are copied to the host. keys, values (float [N, Hk, D]) and slot_mapping ([N]): the K/V
     that were stored, for the format error. Raises ValueError / TypeError for bad inputs
-    (shapes, block ids, seq_lens), as decode does."""
+    (shapes, block ids, seq_lens), as decode does. query_start_loc, sinks and
+    sliding_window as in turboquant.decode (output then has T rows)."""
     if not isinstance(layout, _ext._Layout):
         raise TypeError(f"layout: expected a turboquant.Layout, got {type(layout).__name__}")
     for name, x in (("output", output), ("query", query), ("kv_cache", kv_cache), ("block_table", block_table),
@@ -85,8 +86,10 @@ def validate(output, query, kv_cache, block_table, seq_lens, layout, rtol=1e-3, 
     lens = _arrays.to_numpy(seq_lens, np.int32)
     d = _ext._validate(layout, out, q, cache, table, lens, float(scale), int(num_splits), f32(keys), f32(values),
                        _arrays.to_numpy(slot_mapping, np.int64), _arrays.to_numpy(reference_out_f64, np.float64),
-                       f32(centroids), float(rtol), str(output_name), int(threads))
-    B = q.shape[0]
+                       f32(centroids), float(rtol), str(output_name), int(threads),
+                       _arrays.to_numpy(query_start_loc, np.int32), f32(sinks),
+                       _arrays.require_int32("sliding_window", sliding_window))
+    B = len(lens)
     header = (f"format   {layout.preset}: {layout.description}; block_size {layout.block_size}, "
               f"Hk {layout.num_kv_heads}, Hq {q.shape[1]}\n"
               f"decode   {B} sequences, seq_lens {', '.join(str(int(s)) for s in lens)}; {num_splits} splits; "

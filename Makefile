@@ -1,6 +1,7 @@
 # Two commands on a fresh Debian 12 machine (as root):
 #   make run    install missing packages, build, run the demo (tq bench + validation of the vLLM
-#               cases, both layouts: tests/data/vllm-soa and tests/data/vllm-aos)
+#               cases, both layouts: tests/data/vllm-soa and tests/data/vllm-aos; the same from
+#               Python: examples/python_validate.py)
 #   make test   install missing packages, build, run every test (ctest; the Python package's
 #               pytest suite and a fresh-venv `pip install .` included)
 BUILD_DIR ?= build
@@ -56,6 +57,8 @@ run: build
 	  [ -f $$c/vllm_v2_out.npy ] || continue; \
 	  echo "== tq validate $$c --output vllm_v2_out.npy (vLLM's tensor-core decode)"; \
 	  $(TQ) validate $$c --output vllm_v2_out.npy; echo "(exit $$?)"; done
+	@echo; echo "== python examples/python_validate.py (docs/PYTHON.md's five lines)"
+	PYTHONPATH=$(BUILD_DIR)/python $(PYTHON) examples/python_validate.py
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -10,6 +10,7 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "errors.hpp"
+#include "tables.hpp"
 #include "turboquant/check/cache_check.hpp"
 #include "turboquant/check/validate.hpp"
 
@@ -61,14 +62,7 @@ nb::dict validate(const PyLayout& l, const InArray& output_a, const InArray& que
   const ArrayArg lens = in_array("seq_lens", lens_a, {Elem::kInt32}, {B}, {"B"});
   if (threads < 0) throw_value_error("threads = " + std::to_string(threads) + " must be >= 0 (0: all)");
 
-  std::optional<turboquant::Codebook> cb;
-  if (centroids_a) {
-    const int bits = l.layout.format.fp8_keys() ? l.layout.format.value_bits : l.layout.format.key_bits;
-    const ArrayArg c = in_array("centroids", *centroids_a, {Elem::kFloat32}, {1 << bits}, {"2^key_bits"});
-    const std::span<const float> s = span_of<float>(c);
-    cb.emplace();
-    check(turboquant::make_codebook(bits, std::vector<float>(s.begin(), s.end()), &*cb), "centroids");
-  }
+  const std::optional<turboquant::Codebook> cb = caller_codebook(l, centroids_a);
 
   checks::ValidationInputs in;
   in.cache = turboquant::ConstCacheView(l.layout, static_cast<const std::uint8_t*>(cache.data), cache.dim(0));
@@ -158,16 +152,8 @@ nb::dict validate_cache(const PyLayout& l, const InArray& cache_a, const InArray
   const ArrayArg values =
       in_array("values", values_a, {Elem::kFloat32}, {keys.dim(0), Hk, D}, {"num_tokens", "num_kv_heads", "head_dim"});
   const ArrayArg slots = in_array("slot_mapping", slots_a, {Elem::kInt64}, {keys.dim(0)}, {"num_tokens"});
-  std::optional<ArrayArg> rot;
-  if (rotation_a) rot = in_array("rotation", *rotation_a, {Elem::kFloat32}, {D, D}, {"head_dim", "head_dim"});
-  std::optional<turboquant::Codebook> cb;
-  if (centroids_a) {
-    const int bits = l.layout.format.fp8_keys() ? l.layout.format.value_bits : l.layout.format.key_bits;
-    const ArrayArg c = in_array("centroids", *centroids_a, {Elem::kFloat32}, {1 << bits}, {"2^key_bits"});
-    const std::span<const float> cs = span_of<float>(c);
-    cb.emplace();
-    check(turboquant::make_codebook(bits, std::vector<float>(cs.begin(), cs.end()), &*cb), "centroids");
-  }
+  const std::optional<ArrayArg> rot = caller_rotation(l, rotation_a);
+  const std::optional<turboquant::Codebook> cb = caller_codebook(l, centroids_a);
   checks::CacheCheckInputs in;
   in.cache = turboquant::ConstCacheView(l.layout, static_cast<const std::uint8_t*>(span_of<std::uint8_t>(cache).data()),
                                         cache.dim(0));

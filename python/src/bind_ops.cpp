@@ -17,6 +17,7 @@
 #include "bindings.hpp"
 #include "device_ops.hpp"
 #include "errors.hpp"
+#include "tables.hpp"
 #include "turboquant/backend.hpp"
 #include "turboquant/cpu.hpp"
 
@@ -85,24 +86,6 @@ ArrayArg cache_array(const PyLayout& l, const Array& a, Check check_array) {
                      {"num_blocks", "block_size", "num_kv_heads", "slot_bytes_aligned"});
 }
 
-// The caller's codebook (float32 [2^key_bits] centroids on the CPU), or none.
-std::optional<turboquant::Codebook> codebook(const PyLayout& l, const std::optional<InArray>& centroids) {
-  if (!centroids) return std::nullopt;
-  const int bits = l.layout.format.fp8_keys() ? l.layout.format.value_bits : l.layout.format.key_bits;
-  const ArrayArg c = in_array("centroids", *centroids, {Elem::kFloat32}, {1 << bits}, {"2^key_bits"});
-  if (c.device.cuda) throw_value_error("centroids: must be a CPU array (it is copied into the kernel parameters)");
-  const auto* p = static_cast<const float*>(c.data);
-  turboquant::Codebook cb;
-  check(turboquant::make_codebook(bits, std::vector<float>(p, p + c.size()), &cb), "centroids");
-  return cb;
-}
-
-std::optional<ArrayArg> rotation(const PyLayout& l, const std::optional<InArray>& r) {
-  if (!r) return std::nullopt;
-  const int D = l.layout.format.head_dim;
-  return in_array("rotation", *r, {Elem::kFloat32}, {D, D}, {"head_dim", "head_dim"});
-}
-
 BackendOptions host_options(int threads) {
   if (threads < 0) throw_value_error("threads = " + std::to_string(threads) + " must be >= 0 (0: all)");
   return BackendOptions{threads};
@@ -157,13 +140,13 @@ void prepare_decode(PreparedDecode* p, const PyLayout& l, const InArray& query_a
   if (extras.sinks) sinks = in_array("sinks", *extras.sinks, {Elem::kFloat32}, {Hq}, {"Hq"});
   std::optional<ArrayArg> workspace;
   if (workspace_a) workspace = out_array("workspace", *workspace_a, {Elem::kUInt8}, {-1}, {"bytes"});
-  const std::optional<ArrayArg> rot = rotation(l, rotation_a);
+  const std::optional<ArrayArg> rot = caller_rotation(l, rotation_a);
   p->device = common_device({&query, &cache, &table, &lens, &out, lse ? &*lse : nullptr,
                              workspace ? &*workspace : nullptr, rot ? &*rot : nullptr, qsl ? &*qsl : nullptr,
                              sinks ? &*sinks : nullptr});
   p->where = route(backend, p->device, query);
   if (workspace && !p->where.cuda) throw_value_error("workspace: only the CUDA backends take a workspace");
-  p->codebook = codebook(l, centroids_a);
+  p->codebook = caller_codebook(l, centroids_a);
 
   turboquant::DecodeArgs& args = p->args;
   args.query = query.in();
@@ -253,10 +236,10 @@ void encode(const PyLayout& l, const OutArray& cache_a, const InArray& keys_a, c
                              .c_str());
   }
   const ArrayArg slots = in_array("slot_mapping", slots_a, {Elem::kInt64}, {N}, {"num_tokens"});
-  const std::optional<ArrayArg> rot = rotation(l, rotation_a);
+  const std::optional<ArrayArg> rot = caller_rotation(l, rotation_a);
   const Device device = common_device({&cache, &keys, &values, &slots, rot ? &*rot : nullptr});
   const Route where = route(backend, device, keys);
-  const std::optional<turboquant::Codebook> cb = codebook(l, centroids_a);
+  const std::optional<turboquant::Codebook> cb = caller_codebook(l, centroids_a);
 
   turboquant::EncodeArgs args;
   args.keys = keys.in();
@@ -294,10 +277,10 @@ void dequantize(const PyLayout& l, const InArray& cache_a, const InArray& slots_
   const ArrayArg keys = out_array("keys", keys_a, {Elem::kFloat32, Elem::kFloat16, Elem::kBFloat16}, {N, Hk, D},
                                   {"num_slots", "num_kv_heads", "head_dim"});
   const ArrayArg values = out_array("values", values_a, {keys.elem}, {N, Hk, D}, {"num_slots", "num_kv_heads", "head_dim"});
-  const std::optional<ArrayArg> rot = rotation(l, rotation_a);
+  const std::optional<ArrayArg> rot = caller_rotation(l, rotation_a);
   const Device device = common_device({&cache, &slots, &keys, &values, rot ? &*rot : nullptr});
   const Route where = route(backend, device, cache);
-  const std::optional<turboquant::Codebook> cb = codebook(l, centroids_a);
+  const std::optional<turboquant::Codebook> cb = caller_codebook(l, centroids_a);
   turboquant::DequantizeArgs args;
   args.basis = basis_of(basis);
   args.slots = slots.in();
@@ -330,10 +313,10 @@ void dequantize_sequences(const PyLayout& l, const InArray& cache_a, const InArr
                                   {"B", "num_kv_heads", "max_seq", "head_dim"});
   const ArrayArg values = out_array("values", values_a, {keys.elem}, {B, Hk, keys.dim(2), D},
                                     {"B", "num_kv_heads", "max_seq", "head_dim"});
-  const std::optional<ArrayArg> rot = rotation(l, rotation_a);
+  const std::optional<ArrayArg> rot = caller_rotation(l, rotation_a);
   const Device device = common_device({&cache, &table, &lens, &keys, &values, rot ? &*rot : nullptr});
   const Route where = route(backend, device, cache);
-  const std::optional<turboquant::Codebook> cb = codebook(l, centroids_a);
+  const std::optional<turboquant::Codebook> cb = caller_codebook(l, centroids_a);
   turboquant::DequantizeSequencesArgs args;
   args.basis = basis_of(basis);
   args.block_table = table.in();

@@ -97,17 +97,6 @@ def zeros(ref, shape, dtype):
     return out
 
 
-def is_cuda(x):
-    """Whether `x` lives on a CUDA device (DLPack device type 2)."""
-    torch = torch_module(x)
-    if torch is not None:
-        return x.is_cuda
-    if isinstance(x, np.ndarray):
-        return False
-    device = getattr(x, "__dlpack_device__", None)
-    return device is not None and device()[0] == 2
-
-
 def stream_handle(stream, ref):
     """The cudaStream_t (as an int) a call runs on: `stream` itself (an int, a
     torch.cuda.Stream or a CuPy stream), else the array library's current

@@ -35,6 +35,14 @@ class DeviceGuard {
 
 cudaStream_t as_stream(std::uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
 
+// f() with `device` current (the caller's device restored after).
+template <class F>
+Status on_device(int device, F&& f) {
+  DeviceGuard guard(device);
+  if (guard.status() != cudaSuccess) return device_error("cudaSetDevice", guard.status());
+  return f();
+}
+
 }  // namespace
 
 bool cuda_built() { return true; }
@@ -81,31 +89,25 @@ Status cuda_decode(const turboquant::ConstCacheView& cache, const turboquant::De
 
 Status cuda_dequantize(const turboquant::ConstCacheView& cache, const turboquant::DequantizeArgs& args, int device,
                        std::uintptr_t stream) {
-  DeviceGuard guard(device);
-  if (guard.status() != cudaSuccess) return device_error("cudaSetDevice", guard.status());
-  return cuda::dequantize(cache, args, as_stream(stream));
+  return on_device(device, [&] { return cuda::dequantize(cache, args, as_stream(stream)); });
 }
 
 Status cuda_dequantize_sequences(const turboquant::ConstCacheView& cache,
                                  const turboquant::DequantizeSequencesArgs& args, int device, std::uintptr_t stream) {
-  DeviceGuard guard(device);
-  if (guard.status() != cudaSuccess) return device_error("cudaSetDevice", guard.status());
-  return cuda::dequantize_sequences(cache, args, as_stream(stream));
+  return on_device(device, [&] { return cuda::dequantize_sequences(cache, args, as_stream(stream)); });
 }
 
 Status device_synchronize(const Device& device) {
   if (!device.cuda) return Status();
-  DeviceGuard guard(device.id);
-  if (guard.status() != cudaSuccess) return device_error("cudaSetDevice", guard.status());
-  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return device_error("cudaDeviceSynchronize", e);
-  return Status();
+  return on_device(device.id, [] {
+    const cudaError_t e = cudaDeviceSynchronize();
+    return e == cudaSuccess ? Status() : device_error("cudaDeviceSynchronize", e);
+  });
 }
 
 Status cuda_encode(const turboquant::CacheView& cache, const turboquant::EncodeArgs& args, int device,
                    std::uintptr_t stream) {
-  DeviceGuard guard(device);
-  if (guard.status() != cudaSuccess) return device_error("cudaSetDevice", guard.status());
-  return cuda::encode(cache, args, as_stream(stream));
+  return on_device(device, [&] { return cuda::encode(cache, args, as_stream(stream)); });
 }
 
 }  // namespace tqpy

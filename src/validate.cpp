@@ -366,18 +366,6 @@ Status check_encode_tables(const ConstCacheView& cache, const EncodeArgs& a) {
   return Status();
 }
 
-Status check_single_token_decode(const DecodeArgs& a, const std::string& backend) {
-  if (!decode_uses_rows_sinks_or_window(a)) return Status();
-  std::string set;
-  if (given(a.query_start_loc)) set = "query_start_loc";
-  if (given(a.sinks)) set += std::string(set.empty() ? "" : ", ") + "sinks";
-  if (a.sliding_window != 0) {
-    set += std::string(set.empty() ? "" : ", ") + "sliding_window = " + to_string(a.sliding_window);
-  }
-  return Status(StatusCode::kUnsupported,
-                "query_start_loc / sinks / sliding_window: not supported by " + backend + " yet (given: " + set + ")");
-}
-
 int first_unsorted_midpoint(const Codebook& cb) {
   for (int i = 0; i + 2 < cb.size(); ++i) {
     if (!(cb.midpoints[i] <= cb.midpoints[i + 1])) return i;

@@ -40,7 +40,7 @@ run_step() {  # name seconds cmd...
 
 source .gpu-deps/setup.sh > "$OUT/info.log" 2>&1
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv; nproc; } >> "$OUT/info.log" 2>&1
-B=build-gpu
+B=${TQ_BUILD_DIR:-build-gpu}  # TQ_BUILD_DIR: a build made by another script (e.g. python/bench/run_h200_python.sh)
 build() {
   local cfg=(-S . -B $B -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release -DTURBOQUANT_ENABLE_CUDA=ON)
   local tools=OFF
@@ -74,11 +74,11 @@ has bench && run_step bench 150 $B/bench/gpu/bench_gpu ${TQ_BENCH_ARGS:-} --csv 
 has compare && run_step compare 200 bash -c compare
 has ctest && run_step ctest 300 bash -c "cd $B && ctest -j16 --output-on-failure"
 has sdpa && PYTHONUNBUFFERED=1 run_step sdpa 90 python3 bench/gpu/sdpa_baseline.py --csv "$OUT/sdpa.csv"
-SAN_FILTER='GpuCases.*:GpuGraph.*:GpuPlan.*:GpuDeviceHelpers.*:GpuFastHelpers.*:GpuDecode.LargeGrid*:GpuDecode.AosLargeGrid*:GpuDecode.AosCacheAtAnyEvenOffset*:GpuEncode.*Misaligned*:GpuFastAos.*'
+SAN_FILTER='GpuCases.*:GpuGraph.*:GpuPlan.*:GpuDeviceHelpers.*:GpuFastHelpers.*:GpuDecode.LargeGrid*:GpuDecode.AosLargeGrid*:GpuDecode.AosCacheAtAnyEvenOffset*:GpuEncode.*Misaligned*:GpuFastAos.*:GpuDequantize*:GpuMultiToken.*:*GpuMultiTokenGrid*/2*'
 has memcheck && run_step memcheck 120 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
   $B/tests/test_gpu --gtest_filter="$SAN_FILTER" --gtest_color=no
 has racecheck && run_step racecheck 120 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 \
-  $B/tests/test_gpu --gtest_filter="GpuCases.*:GpuPlan.*:GpuDeviceHelpers.*:GpuDecode.LargeGrid*:GpuDecode.AosLargeGrid*:GpuEncode.*Misaligned*:GpuFastAos.*" --gtest_color=no
+  $B/tests/test_gpu --gtest_filter="GpuCases.*:GpuPlan.*:GpuDeviceHelpers.*:GpuDecode.LargeGrid*:GpuDecode.AosLargeGrid*:GpuEncode.*Misaligned*:GpuFastAos.*:GpuDequantize*:*GpuMultiTokenGrid*/2*" --gtest_color=no
 has initcheck && run_step initcheck 150 compute-sanitizer --tool initcheck --error-exitcode 9 \
   $B/tests/test_gpu --gtest_filter="$SAN_FILTER" --gtest_color=no
 has synccheck && run_step synccheck 120 compute-sanitizer --tool synccheck --error-exitcode 9 \

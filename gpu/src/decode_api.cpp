@@ -63,18 +63,21 @@ Status decode_can_implement(const ConstCacheView& cache, const DecodeArgs& a, Cu
   }
   if (Status s = turboquant::detail::check_decode_scalars(l, a); !s.ok()) return s;
   const int group = a.num_q_heads / l.num_kv_heads;
-  const int hpb = detail::heads_per_block(detail::uses_fast_kernel(cache, mode), group);
+  const std::int64_t rows = decode_query_rows(a);
+  if (rows > kMaxGridYZ) {
+    return invalid_argument("query rows = " + std::to_string(rows) + ": must be <= 65535 (the grid's row dimension)");
+  }
+  const int hpb = detail::heads_per_block(detail::uses_fast_kernel(cache, a, mode), group);
   const int chunks = (group + hpb - 1) / hpb;
   if (std::int64_t{l.num_kv_heads} * chunks > kMaxGridYZ) {
     return Status(StatusCode::kUnsupported, "num_kv_heads x head chunks exceeds the grid limit 65535");
   }
-  if (Status s = turboquant::detail::check_decode_buffers(l, a); !s.ok()) return s;
-  // Multi-token rows, sinks and windows: not in the CUDA kernels yet (issue 13).
-  return turboquant::detail::check_single_token_decode(a, mode == CudaMode::kFast ? "cuda:fast" : "cuda:strict");
+  // Multi-token rows, sinks and windows run the strict kernels (uses_fast_kernel).
+  return turboquant::detail::check_decode_buffers(l, a);
 }
 
-const char* decode_kernel_name(const ConstCacheView& cache, const DecodeArgs&, CudaMode mode) {
-  return detail::uses_fast_kernel(cache, mode) ? "cuda:fast" : "cuda:strict";
+const char* decode_kernel_name(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode) {
+  return detail::uses_fast_kernel(cache, a, mode) ? "cuda:fast" : "cuda:strict";
 }
 
 Status decode(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode, MutableBuffer workspace, void* stream) {

@@ -33,7 +33,13 @@ void record_shape(const DecodeArgs& a, int dims, DecodePlan::Impl* out) {
   out->codebook = a.codebook;
   out->has_lse = a.lse.data != nullptr;
   out->has_rotation = a.rotation.data != nullptr;
-  const std::int64_t rows = std::int64_t{a.batch} * a.num_q_heads;
+  out->rows = static_cast<int>(decode_query_rows(a));  // <= 65535 (decode_can_implement)
+  out->sliding_window = a.sliding_window;
+  out->has_query_start_loc = a.query_start_loc.data != nullptr;
+  out->has_sinks = a.sinks.data != nullptr;
+  out->query_start_loc_bytes = out->has_query_start_loc ? shape_bytes(std::int64_t{a.batch} + 1, 4) : 0;
+  out->sinks_bytes = out->has_sinks ? shape_bytes(a.num_q_heads, 4) : 0;
+  const std::int64_t rows = std::int64_t{out->rows} * a.num_q_heads;
   out->query_bytes = shape_bytes(rows * dims, dtype_size(a.query_dtype));
   out->out_bytes = shape_bytes(rows * dims, dtype_size(a.out_dtype));
   out->lse_bytes = out->has_lse ? shape_bytes(rows, 4) : 0;
@@ -69,7 +75,15 @@ Status match_shape(const DecodePlan::Impl& p, const DecodeArgs& a, MutableBuffer
   if ((a.rotation.data != nullptr) != p.has_rotation) {
     return invalid_argument("decode plan: rotation is given in only one of the call and the plan");
   }
-  if (p.batch == 0) return Status();
+  if ((a.query_start_loc.data != nullptr) != p.has_query_start_loc) {
+    return invalid_argument("decode plan: query_start_loc is given in only one of the call and the plan");
+  }
+  if ((a.sinks.data != nullptr) != p.has_sinks) {
+    return invalid_argument("decode plan: sinks are given in only one of the call and the plan");
+  }
+  if (a.sliding_window != p.sliding_window) return mismatch("sliding_window", p.sliding_window, a.sliding_window);
+  if (decode_query_rows(a) != p.rows) return mismatch("query rows", p.rows, decode_query_rows(a));
+  if (p.rows == 0) return Status();
   const struct {
     const char* name;
     const void* data;
@@ -79,6 +93,8 @@ Status match_shape(const DecodePlan::Impl& p, const DecodeArgs& a, MutableBuffer
                  {"lse", a.lse.data, a.lse.bytes, p.lse_bytes},
                  {"seq_lens", a.seq_lens.data, a.seq_lens.bytes, p.seq_lens_bytes},
                  {"block_table", a.block_table.data, a.block_table.bytes, p.block_table_bytes},
+                 {"query_start_loc", a.query_start_loc.data, a.query_start_loc.bytes, p.query_start_loc_bytes},
+                 {"sinks", a.sinks.data, a.sinks.bytes, p.sinks_bytes},
                  {"workspace", workspace.data, workspace.bytes, p.workspace_total}};
   for (const auto& b : buffers) {
     if (b.needed != 0 && (b.data == nullptr || b.bytes < b.needed)) return too_small(b.name, b.bytes, b.needed);
@@ -97,7 +113,8 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
   const BlockLayout& l = cache.layout;
   const int dims = l.format.head_dim;
   record_shape(a, dims, out);
-  if (a.batch == 0) return Status();
+  const int rows = out->rows;  // the workspace's and the grids' row count (query rows)
+  if (rows == 0) return Status();
   if (Status s = check_device_pointers({{"cache.data", cache.data},
                                         {"query", a.query.data},
                                         {"out", a.out.data},
@@ -105,22 +122,24 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
                                         {"seq_lens", a.seq_lens.data},
                                         {"block_table", a.block_table.data},
                                         {"rotation", a.rotation.data},
+                                        {"query_start_loc", a.query_start_loc.data},
+                                        {"sinks", a.sinks.data},
                                         {"workspace", workspace.data}});
       !s.ok())
     return s;
   // The partial stride: as many splits as the workspace holds (up to what fast
   // mode may use), at least num_splits.
   int stride = a.num_splits;
-  const int capacity = fast_split_capacity(a.batch, a.num_splits);
-  while (stride < capacity && workspace_layout(a.batch, a.num_q_heads, stride + 1, dims).total <= workspace.bytes) ++stride;
-  const WorkspaceLayout w = workspace_layout(a.batch, a.num_q_heads, stride, dims);
+  const int capacity = fast_split_capacity(rows, a.num_splits);
+  while (stride < capacity && workspace_layout(rows, a.num_q_heads, stride + 1, dims).total <= workspace.bytes) ++stride;
+  const WorkspaceLayout w = workspace_layout(rows, a.num_q_heads, stride, dims);
   if (w.total == kOverflow) {
-    return Status(StatusCode::kOutOfRange, "the workspace of batch " + std::to_string(a.batch) + " x num_q_heads " +
+    return Status(StatusCode::kOutOfRange, "the workspace of " + std::to_string(rows) + " query rows x num_q_heads " +
                                                std::to_string(a.num_q_heads) + " x " + std::to_string(stride) +
                                                " splits x head_dim " + std::to_string(dims) + " exceeds 2^64 bytes");
   }
   if (Status s = check_bytes("workspace", workspace.data, workspace.bytes, w.total,
-                             "decode_workspace_bytes(" + std::to_string(a.batch) + ", " +
+                             "decode_workspace_bytes(" + std::to_string(rows) + ", " +
                                  std::to_string(a.num_q_heads) + ", " + std::to_string(a.num_splits) + ", " +
                                  std::to_string(dims) + ")");
       !s.ok())
@@ -128,7 +147,7 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
   if (reinterpret_cast<std::uintptr_t>(workspace.data) % kWorkspaceAlign != 0) {
     return invalid_argument("workspace must be 256-byte aligned");
   }
-  out->fast = uses_fast_kernel(cache, mode);
+  out->fast = uses_fast_kernel(cache, a, mode);
   out->ml_offset = w.ml_offset;
   out->workspace_total = w.total;
   const Codebook* cb = nullptr;
@@ -142,6 +161,8 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
   p.out_dtype = a.out_dtype;
   p.max_blocks_per_seq = a.max_blocks_per_seq;
   p.batch = a.batch;
+  p.rows = rows;
+  p.sliding_window = a.sliding_window;
   p.num_q_heads = a.num_q_heads;
   p.group = a.num_q_heads / l.num_kv_heads;
   p.heads_per_block = heads_per_block(out->fast, p.group);
@@ -151,7 +172,7 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
   if (out->fast) {
     // About one wave of blocks at full occupancy: fewer, longer splits for
     // large batches, more splits (up to the workspace's stride) for small.
-    const int units = a.batch * l.num_kv_heads * p.chunks_per_kv_head;
+    const int units = rows * l.num_kv_heads * p.chunks_per_kv_head;
     const int resident = device_sm_count() * fast_decode_occupancy(l.format);
     if (resident > 0) p.plan_splits = std::clamp(resident / std::max(units, 1), 1, stride);
   }
@@ -161,8 +182,10 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
 }
 
 Status run_plan(const DecodePlan::Impl& plan, const DecodeArgs& a, MutableBuffer workspace, cudaStream_t stream) {
-  if (plan.batch == 0) return Status();
+  if (plan.rows == 0) return Status();
   DecodeParams p = plan.params;
+  p.query_start_loc = static_cast<const std::int32_t*>(a.query_start_loc.data);
+  p.sinks = static_cast<const float*>(a.sinks.data);
   p.query = a.query.data;
   p.seq_lens = static_cast<const std::int32_t*>(a.seq_lens.data);
   p.block_table = static_cast<const std::int32_t*>(a.block_table.data);
@@ -197,8 +220,6 @@ Status make_decode_plan(const ConstCacheView& cache, const DecodeArgs& args, Cud
 Status run(const DecodePlan& plan, const DecodeArgs& args, MutableBuffer workspace, void* stream) {
   if (plan.impl_ == nullptr) return detail::invalid_argument("decode plan: empty (make it with make_decode_plan)");
   if (Status s = detail::match_shape(*plan.impl_, args, workspace); !s.ok()) return s;
-  // The plan was made without them; a later call must not slip them in (issue 13).
-  if (Status s = turboquant::detail::check_single_token_decode(args, plan.kernel_name()); !s.ok()) return s;
   return detail::run_plan(*plan.impl_, args, workspace, static_cast<cudaStream_t>(stream));
 }
 

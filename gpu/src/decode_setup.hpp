@@ -39,6 +39,11 @@ inline int heads_per_block(bool fast, int group) { return fast ? kFastHeadsPerBl
 
 // Whether a decode of this cache in this mode runs the fast kernel.
 bool uses_fast_kernel(const ConstCacheView& cache, CudaMode mode);
+// The same for these arguments: multi-token rows, sinks and windows run the
+// strict kernels in either mode (bit-exact, so within the fast mode's bound).
+inline bool uses_fast_kernel(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode) {
+  return !decode_uses_rows_sinks_or_window(a) && uses_fast_kernel(cache, mode);
+}
 
 }  // namespace turboquant::cuda::detail
 
@@ -53,12 +58,15 @@ struct DecodePlan::Impl {
   std::size_t workspace_total = 0;  // bytes of workspace the launch uses
   // The call's shape, as the plan was made for it.
   int batch = 0, num_q_heads = 0, max_blocks_per_seq = 0, num_splits = 0;
+  int rows = 0, sliding_window = 0;  // rows: decode_query_rows
+  bool has_query_start_loc = false, has_sinks = false;
   DType query_dtype = DType::kFloat32, out_dtype = DType::kFloat32;
   float softmax_scale = 0.0f;
   const Codebook* codebook = nullptr;
   bool has_lse = false, has_rotation = false;
   // Bytes each buffer must hold.
   std::size_t query_bytes = 0, out_bytes = 0, lse_bytes = 0, seq_lens_bytes = 0, block_table_bytes = 0;
+  std::size_t query_start_loc_bytes = 0, sinks_bytes = 0;
 };
 
 namespace detail {

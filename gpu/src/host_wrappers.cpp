@@ -60,7 +60,7 @@ Status decode_from_host(const ConstCacheView& cache, const DecodeArgs& a, CudaMo
   if (Status s = validate_decode(cache, a); !s.ok()) return s;
   if (Status s = decode_can_implement(cache, a, mode); !s.ok()) return s;  // before any upload
   cudaStream_t stream = nullptr;
-  DeviceBuffer d_cache, d_query, d_table, d_lens, d_out, d_lse, d_rot, d_work;
+  DeviceBuffer d_cache, d_query, d_table, d_lens, d_out, d_lse, d_rot, d_work, d_qsl, d_sinks;
   if (Status s = d_cache.upload(cache.data, static_cast<std::size_t>(cache.bytes()), stream); !s.ok()) return s;
   if (Status s = d_query.upload(a.query.data, a.query.bytes, stream); !s.ok()) return s;
   if (Status s = d_table.upload(a.block_table.data, a.block_table.bytes, stream); !s.ok()) return s;
@@ -68,9 +68,11 @@ Status decode_from_host(const ConstCacheView& cache, const DecodeArgs& a, CudaMo
   if (Status s = d_out.allocate(a.out.bytes); !s.ok()) return s;
   if (Status s = d_lse.allocate(a.lse.bytes); !s.ok()) return s;
   if (Status s = d_rot.upload(a.rotation.data, a.rotation.bytes, stream); !s.ok()) return s;
+  if (Status s = d_qsl.upload(a.query_start_loc.data, a.query_start_loc.bytes, stream); !s.ok()) return s;
+  if (Status s = d_sinks.upload(a.sinks.data, a.sinks.bytes, stream); !s.ok()) return s;
   const int dims = cache.layout.format.head_dim;
-  if (Status s = d_work.allocate(decode_workspace_bytes(a.batch, a.num_q_heads, a.num_splits, dims)); !s.ok())
-    return s;
+  const int rows = static_cast<int>(decode_query_rows(a));  // the workspace holds partials per query row
+  if (Status s = d_work.allocate(decode_workspace_bytes(rows, a.num_q_heads, a.num_splits, dims)); !s.ok()) return s;
   ConstCacheView dc(cache.layout, static_cast<const std::uint8_t*>(d_cache.get()), cache.num_blocks);
   DecodeArgs da = a;
   da.query = {d_query.get(), a.query.bytes};
@@ -79,6 +81,8 @@ Status decode_from_host(const ConstCacheView& cache, const DecodeArgs& a, CudaMo
   da.out = {d_out.get(), a.out.bytes};
   da.lse = {d_lse.get(), a.lse.bytes};
   da.rotation = {d_rot.get(), a.rotation.bytes};
+  da.query_start_loc = {d_qsl.get(), a.query_start_loc.bytes};
+  da.sinks = {d_sinks.get(), a.sinks.bytes};
   if (Status s = decode(dc, da, mode, {d_work.get(), d_work.bytes()}, stream); !s.ok()) return s;
   if (a.out.bytes != 0) TQ_CUDA_TRY(cudaMemcpyAsync(a.out.data, d_out.get(), a.out.bytes, cudaMemcpyDeviceToHost, stream));
   if (a.lse.bytes != 0) TQ_CUDA_TRY(cudaMemcpyAsync(a.lse.data, d_lse.get(), a.lse.bytes, cudaMemcpyDeviceToHost, stream));
@@ -121,7 +125,8 @@ Status validate_decode_device(const ConstCacheView& cache, const DecodeArgs& a, 
   if (Status s = decode_can_implement(cache, a, CudaMode::kStrict); !s.ok()) return s;
   DecodeArgs h = a;
   std::vector<std::vector<std::uint8_t>> copies;
-  if (Status s = download({&h.query, &h.block_table, &h.seq_lens, &h.rotation}, &copies, static_cast<cudaStream_t>(stream));
+  if (Status s = download({&h.query, &h.block_table, &h.seq_lens, &h.rotation, &h.query_start_loc, &h.sinks}, &copies,
+                          static_cast<cudaStream_t>(stream));
       !s.ok())
     return s;
   return turboquant::detail::check_decode_tables(cache, h);  // reads no cache, out or lse byte

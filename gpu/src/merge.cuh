@@ -10,6 +10,7 @@
 
 #include "fast_plan.hpp"
 #include "params.hpp"
+#include "query_rows.cuh"
 #include "turboquant/core/elements.hpp"
 #include "turboquant/core/softmax.hpp"
 
@@ -39,20 +40,23 @@ __device__ float block_all_reduce(float v, float* scratch) {
   return v;
 }
 
-// Grid (num_q_heads, batch); blockDim.x == head_dim; dynamic shared memory
-// merge_smem_bytes(plan_splits, head_dim).
+// Grid (num_q_heads, rows); blockDim.x == head_dim; dynamic shared memory
+// merge_smem_bytes(plan_splits, head_dim). A sink (strict only) enters as in
+// the golden model: a partial before split 0 with max = its logit, sum = 1,
+// acc = 0; the LSE is then its own merge of the splits without it.
 __global__ void merge_kernel(DecodeParams p, bool tile_aligned) {
   extern __shared__ float merge_smem[];
-  __shared__ float merged[2];  // max, sum
+  __shared__ float merged[4];  // max, sum; with a sink: the LSE's max and sum
   __shared__ float reduce[8];  // one value per warp (head_dim <= 256)
   pdl_wait_for_prerequisites();  // launched programmatically after the decode grid
   const int hq = blockIdx.x;
   const int b = blockIdx.y;
   const int dims = p.layout.format.head_dim;
   const int d = threadIdx.x;
-  const int seq_len = p.seq_lens[b];
   const int splits = p.plan_splits;
-  const int n = plan_nonempty(tile_aligned, seq_len, splits);
+  const int n = plan_nonempty(tile_aligned, query_row(p, b).attended.size(), splits);
+  const bool has_sink = p.sinks != nullptr;
+  const float sink = has_sink ? core::sink_logit(p.sinks[hq]) : 0.0f;
   const std::int64_t row = std::int64_t{b} * p.num_q_heads + hq;
   // The row's partials; split s's at offset(0, s) from there.
   const core::PartialLayout pl = p.partials(dims);
@@ -93,6 +97,15 @@ __global__ void merge_kernel(DecodeParams p, bool tile_aligned) {
     if (d == 0) {
       float m = -core::kInf;
       for (int s = 0; s < n; ++s) m = core::merge_max(m, weight[s]);
+      if (has_sink) {  // the LSE leaves the sink out: the no-sink merge of (max, sum)
+        float lse_sum = 0.0f;
+        for (int s = 0; s < n; ++s) lse_sum = core::merge_add(lse_sum, core::merge_weight(weight[s], m), sum_s[s]);
+        merged[2] = m;
+        merged[3] = lse_sum;
+        float with_sink = sink;
+        for (int s = 0; s < n; ++s) with_sink = core::merge_max(with_sink, weight[s]);
+        m = with_sink;
+      }
       merged[0] = m;
     }
     __syncthreads();
@@ -100,7 +113,7 @@ __global__ void merge_kernel(DecodeParams p, bool tile_aligned) {
     for (int s = d; s < n; s += blockDim.x) weight[s] = core::merge_weight(weight[s], merged_max);
     __syncthreads();
     if (d == 0) {
-      float total = 0.0f;
+      float total = has_sink ? core::merge_weight(sink, merged_max) : 0.0f;
       for (int s = 0; s < n; ++s) total = core::merge_add(total, weight[s], sum_s[s]);
       merged[1] = total;
     }
@@ -117,7 +130,9 @@ __global__ void merge_kernel(DecodeParams p, bool tile_aligned) {
     }
   }
   core::store_element(p.out, p.out_dtype, row * dims + d, core::finalize_output(acc, sum, merged_max));
-  if (d == 0 && p.lse != nullptr) p.lse[row] = core::finalize_lse(sum, merged_max);
+  if (d == 0 && p.lse != nullptr) {
+    p.lse[row] = has_sink ? core::finalize_lse(merged[3], merged[2]) : core::finalize_lse(sum, merged_max);
+  }
 }
 
 }  // namespace turboquant::cuda::detail

@@ -45,7 +45,16 @@ struct DecodeParams {
   float* partial_ml = nullptr;
   void* out = nullptr;  // [batch, num_q_heads, D] of out_dtype
   DType out_dtype = DType::kFloat32;
-  float* lse = nullptr;  // [batch, num_q_heads] or nullptr
+  float* lse = nullptr;  // [rows, num_q_heads] or nullptr
+
+  // Query rows (docs/ARITHMETIC.md §7): the kernels' and the merge's row
+  // dimension (query, out, lse and the partials are per row); row r's sequence
+  // and attended range come from query_row() (query_rows.cuh). Without
+  // query_start_loc, rows == batch and row r is sequence r.
+  int rows = 0;
+  const std::int32_t* query_start_loc = nullptr;  // [batch + 1] or nullptr
+  const float* sinks = nullptr;                   // [num_q_heads] or nullptr (strict only)
+  int sliding_window = 0;                          // 0: unlimited
 
   // Where every kernel and the merge find a partial: accumulators of head_dim
   // floats, num_splits per row.

@@ -38,6 +38,7 @@
 #pragma once
 
 #include "query_prep.cuh"
+#include "query_rows.cuh"
 #include "strict_phases.cuh"
 
 namespace turboquant::cuda::detail {
@@ -76,14 +77,14 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
   const int split = blockIdx.x * kStrictWarps + warp;
   const StrictBlockHeads<H> blk(p);
   const core::Format& f = p.layout.format;
-  const int seq_len = p.seq_lens[blk.b];
+  const QueryRow row = query_row(p, blk.b);
 
   // A static array: its address is a constant, so a lookup is one LDS [offset + imm].
   __shared__ float centroids[core::kMaxCodebookSize];
   if (threadIdx.x < core::kMaxCodebookSize) centroids[threadIdx.x] = p.codebook.centroids[threadIdx.x];
   prepare_queries<D>(p, blk.first_row, blk.heads, &sm.q[0][0], &sm.scratch[0][0]);  // ends with a barrier
   if (split >= p.plan_splits) return;
-  const core::TokenRange range = core::split_range(seq_len, p.plan_splits, split);
+  const core::TokenRange range = core::row_split_range(row.attended, p.plan_splits, split);
   if (range.empty()) return;  // the merge skips empty splits
 
   typename Shared::Warp& ws = sm.warp[warp];
@@ -97,7 +98,7 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
   // Software pipeline over the tiles: while tile i is computed, the records of
   // tile i + 1 are in flight (cp.async into the other buffer), its metadata in
   // registers, and the block ids of tile i + 2 are being loaded.
-  const StrictTileSource<Record> src(p, blk.b, range, blk.kv_head, lane);
+  const StrictTileSource<Record> src(p, row.b, range, blk.kv_head, lane);
   const int tl = lane & 15;
   int blk_next;  // block id of this lane's token in the next tile
   float4 meta_cur;

@@ -7,7 +7,7 @@
 namespace turboquant::cuda::detail {
 
 cudaError_t launch_merge(const DecodeParams& p, bool tile_aligned, cudaStream_t stream) {
-  const dim3 grid(p.num_q_heads, p.batch);
+  const dim3 grid(p.num_q_heads, p.rows);
   const int dims = p.layout.format.head_dim;
   // Programmatic dependent launch: the merge's launch overlaps the decode's tail
   // (merge_kernel waits on griddepcontrol before reading the partials).

@@ -19,13 +19,13 @@ inline constexpr int kStrictSplitWarpsPerSm = 4;
 template <int D, int KB, int VB, int H, class C>
 cudaError_t launch_strict(const DecodeParams& p, cudaStream_t stream) {
   const long long split_warps =
-      static_cast<long long>(p.plan_splits) * p.layout.num_kv_heads * p.chunks_per_kv_head * p.batch;
+      static_cast<long long>(p.plan_splits) * p.layout.num_kv_heads * p.chunks_per_kv_head * p.rows;
   if (split_warps < static_cast<long long>(kStrictSplitWarpsPerSm) * device_sm_count()) {
     constexpr int kSmem = sizeof(StrictSplitShared<D, KB, VB, H, C>);
     static PerDeviceInt attr_cache;
     const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, strict_split_kernel<D, KB, VB, H, C>, kSmem);
     if (attr != cudaSuccess) return attr;
-    const dim3 grid(p.plan_splits, p.layout.num_kv_heads * p.chunks_per_kv_head, p.batch);
+    const dim3 grid(p.plan_splits, p.layout.num_kv_heads * p.chunks_per_kv_head, p.rows);
     strict_split_kernel<D, KB, VB, H, C><<<grid, 32 * kSplitWarps<D>, kSmem, stream>>>(p);
     return cudaGetLastError();
   }
@@ -35,7 +35,7 @@ cudaError_t launch_strict(const DecodeParams& p, cudaStream_t stream) {
   if (attr != cudaSuccess) return attr;
   // One warp per split: kStrictWarps consecutive splits per block.
   const dim3 grid((p.plan_splits + kStrictWarps - 1) / kStrictWarps, p.layout.num_kv_heads * p.chunks_per_kv_head,
-                  p.batch);
+                  p.rows);
   strict_decode_kernel<D, KB, VB, H, C><<<grid, kStrictThreads, kSmem, stream>>>(p);
   return cudaGetLastError();
 }

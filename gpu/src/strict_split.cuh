@@ -18,6 +18,8 @@
 // softmax of each tile (its max and sum chains and 16 H exponentials).
 #pragma once
 
+#include "query_rows.cuh"
+
 #include "query_prep.cuh"
 #include "strict_phases.cuh"
 
@@ -57,7 +59,8 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
   const int split = blockIdx.x;
   const StrictBlockHeads<H> blk(p);
   const core::Format& f = p.layout.format;
-  const core::TokenRange range = core::split_range(p.seq_lens[blk.b], p.plan_splits, split);
+  const QueryRow row = query_row(p, blk.b);
+  const core::TokenRange range = core::row_split_range(row.attended, p.plan_splits, split);
   if (range.empty()) return;  // the whole block: the merge skips empty splits
 
   __shared__ float centroids[core::kMaxCodebookSize];  // static: constant address (strict_decode_kernel)
@@ -74,7 +77,7 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
   const int value_bit = Record::kValueOffset * 8 + VB * first_dim;
 
   // This warp's tile of a group starting at g0 is [g0 + warp kT, + kT); n is warp-uniform.
-  const StrictTileSource<Record> src(p, blk.b, range, blk.kv_head, lane);
+  const StrictTileSource<Record> src(p, row.b, range, blk.kv_head, lane);
   const int tl = lane & 15;
   const auto tile_tokens = [&range](int tile_start) { return max(0, min(kT, range.end - tile_start)); };
 

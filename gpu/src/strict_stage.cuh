@@ -58,9 +58,9 @@ __device__ __forceinline__ int row_shift_bits(const float4& meta) {
 template <int H>
 struct StrictBlockHeads {
   int kv_head;
-  int b;                   // sequence
+  int b;                   // query row (blockIdx.z; its sequence: query_row)
   int heads;               // query heads of this block (<= H)
-  std::int64_t first_row;  // query row (b, kv_head * group + chunk * H) of head 0
+  std::int64_t first_row;  // (query row, head) row (b, kv_head * group + chunk * H) of head 0
   __device__ __forceinline__ explicit StrictBlockHeads(const DecodeParams& p)
       : kv_head(blockIdx.y / p.chunks_per_kv_head), b(blockIdx.z) {
     const int first_head = (blockIdx.y % p.chunks_per_kv_head) * H;

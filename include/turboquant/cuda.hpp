@@ -13,6 +13,11 @@
 //            16, a cache pointer not 16-byte aligned, key/value bits other than
 //            the four presets') run the strict kernel instead;
 //            decode_kernel_name() says which one a call uses.
+// Multi-token rows, attention sinks and sliding windows (DecodeArgs::
+// query_start_loc, sinks, sliding_window; docs/ARITHMETIC.md §7) run the strict
+// kernels in either mode, one grid row per query row: bit-exact with the golden
+// model (each row reads its own attended range; the fast kernel's one read per
+// tile for all rows of a sequence is not there yet).
 // Both modes support the head_dims of supported_head_dims() (64, 128 and 256
 // unless the build sets TURBOQUANT_CUDA_HEAD_DIMS).
 //
@@ -88,8 +93,9 @@ std::vector<int> supported_head_dims();
 enum class CudaMode { kStrict, kFast };
 const char* mode_name(CudaMode mode);  // "strict", "fast"
 
-// Bytes of scratch a decode of up to `max_batch` sequences needs: per (sequence,
-// query head, split) an fp32 accumulator [head_dim] plus (max, sum). It has room
+// Bytes of scratch a decode of up to `max_batch` query rows needs (rows:
+// sequences, or with query_start_loc the T query rows): per (row, query head,
+// split) an fp32 accumulator [head_dim] plus (max, sum). It has room
 // for max(num_splits, min(256, 2048 / max_batch)) splits, because fast mode may
 // cut short batches into more splits than num_splits (more blocks in flight).
 // Any larger buffer works; it must be 256-byte aligned. 0 for non-positive
@@ -103,7 +109,7 @@ Status decode_can_implement(const ConstCacheView& cache, const DecodeArgs& args,
 const char* decode_kernel_name(const ConstCacheView& cache, const DecodeArgs& args, CudaMode mode);
 
 // Enqueues the decode. `workspace` is a device buffer of at least
-// decode_workspace_bytes(args.batch, args.num_q_heads, args.num_splits, head_dim).
+// decode_workspace_bytes(decode_query_rows(args), args.num_q_heads, args.num_splits, head_dim).
 // Calls decode_can_implement first (host-only work, no device access), then
 // asks the runtime whether every buffer is device-accessible memory: a plain
 // host pointer is kInvalidArgument naming the argument (instead of a fault

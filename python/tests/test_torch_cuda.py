@@ -364,17 +364,18 @@ def test_cuda_dequantize_equals_the_golden_model(path):
         assert torch.equal(hk.cpu(), torch.from_numpy(ks).to(torch.bfloat16))  # numpy has no bfloat16
 
 
-
 MULTI = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(DATA, "vllm-multi", "*", "meta.json")))
 
 
 @cuda
 @pytest.mark.parametrize("path", MULTI, ids=os.path.basename)
-def test_cuda_refuses_multi_token_rows_sinks_windows_naming_them(path):
-    """Not in the CUDA kernels yet: a ValueError naming them, never a silent one-row decode."""
+@pytest.mark.parametrize("backend", ["cuda", "cuda-strict"])
+def test_cuda_multi_token_rows_sinks_windows_equal_the_golden_model(path, backend):
     case = tq.load_case(path)
+    want = case.decode(backend="cpu-ref")
     t = lambda a: None if a is None else torch.from_numpy(np.ascontiguousarray(a)).cuda()  # noqa: E731
-    with pytest.raises(ValueError, match="not supported by cuda"):
-        tq.decode(t(case.query), t(case.kv_cache), t(case.block_table), t(case.seq_lens), case.layout, case.scale,
-                  case.num_splits, query_start_loc=t(case.query_start_loc), sinks=t(case.sinks),
-                  sliding_window=case.sliding_window)
+    out = tq.decode(t(case.query), t(case.kv_cache), t(case.block_table), t(case.seq_lens), case.layout, case.scale,
+                    case.num_splits, backend=backend, query_start_loc=t(case.query_start_loc), sinks=t(case.sinks),
+                    sliding_window=case.sliding_window)
+    np.testing.assert_array_equal(out.cpu().numpy(), want)
+    assert case.validate(out).ok

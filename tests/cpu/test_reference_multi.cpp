@@ -229,10 +229,10 @@ TEST(ReferenceMultiToken, BadInputIsNamedAndNothingIsWritten) {
 
 // ---- every backend decodes them or says it cannot ---------------------------
 
-// The CPU backends reproduce the golden bits (their grid: test_cpu_multi_exact.cpp);
-// a backend without them (CUDA, for now) answers kUnsupported naming the
-// fields instead of ignoring them.
-TEST(ReferenceMultiToken, BackendsDecodeThemOrReturnUnsupported) {
+// Every backend reproduces the golden bits: the CPU ones (their grid:
+// test_cpu_multi_exact.cpp) and the CUDA ones, which run these rows on the
+// strict kernels in either mode (their grid: tests/gpu/test_gpu_multi.cpp).
+TEST(ReferenceMultiToken, EveryBackendDecodesThemWithTheGoldenBits) {
   MultiProblem with_rows = small_multi();
   const auto single = testing::make_problem({37, 5}, 9);
   for (int variant = 0; variant < 3; ++variant) {
@@ -263,24 +263,11 @@ TEST(ReferenceMultiToken, BackendsDecodeThemOrReturnUnsupported) {
       SCOPED_TRACE(std::string(b->name()));
       std::fill(out.begin(), out.end(), -7.0f);
       std::fill(lse.begin(), lse.end(), -7.0f);
-      const std::string name(b->name());
-      if (name == "cpu-ref" || name.rfind("cpu:", 0) == 0) {
-        EXPECT_TRUE(b->supports(view, a).ok());
-        const Status s = b->decode(view, a, BackendOptions{.threads = 2});
-        ASSERT_TRUE(s.ok()) << s.to_string();
-        EXPECT_TRUE(same_bits(out, want));
-        EXPECT_TRUE(same_bits(lse, want_lse));
-        continue;
-      }
-      const std::string text =
-          "query_start_loc / sinks / sliding_window: not supported by " + name + " yet (given: " + given + ")";
-      const Status sup = b->supports(view, a);
-      EXPECT_EQ(sup.code(), StatusCode::kUnsupported);
-      EXPECT_EQ(sup.message(), text);
-      const Status run = b->decode(view, a);
-      EXPECT_EQ(run.code(), StatusCode::kUnsupported);
-      EXPECT_EQ(run.message(), text);
-      for (float x : out) ASSERT_EQ(x, -7.0f);
+      EXPECT_TRUE(b->supports(view, a).ok());
+      const Status s = b->decode(view, a, BackendOptions{.threads = 2});
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      EXPECT_TRUE(same_bits(out, want));
+      EXPECT_TRUE(same_bits(lse, want_lse));
     }
   }
 }

@@ -77,11 +77,6 @@ Status check_encode_shapes(const ConstCacheView& cache, const EncodeArgs& args);
 Status check_decode_tables(const ConstCacheView& cache, const DecodeArgs& args);
 Status check_encode_tables(const ConstCacheView& cache, const EncodeArgs& args);
 
-// kUnsupported "query_start_loc / sinks / sliding_window: not supported by
-// <backend> yet (given: ...)" when a call sets any of them: the guard of a
-// backend that decodes one token per sequence, without sinks or window.
-Status check_single_token_decode(const DecodeArgs& args, const std::string& backend);
-
 // The first i with midpoints[i] > midpoints[i + 1], or -1 when the codebook's
 // midpoints are sorted (a binary-search bucketize relies on it).
 int first_unsorted_midpoint(const Codebook& codebook);

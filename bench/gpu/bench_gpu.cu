@@ -4,6 +4,7 @@
 //
 //   bench_gpu [--csv FILE] [--reps N] [--quick] [--layout soa|aos|both]
 //             [--preset P] [--shape BxS[,BxS...]] [--mode fast|strict|encode]
+//             [--q-len Q[,Q...]]
 //
 // Decode shapes (B x seq): 1x4096, 1x32768, 8x8192, 32x8192, 64x4096,
 // 16x32768; D 128, Hq 32, Hk 8, block 16, 32 splits, bf16 query and output.
@@ -12,7 +13,12 @@
 // what,us,GBps,fraction_of_copy,layout (`what` does not name the layout, so
 // SoA rows keep the names of older binaries; compare_bench.py pairs rows by
 // (what, layout), a CSV without the column being SoA).
-// Bytes counted = cache bytes of the tokens read + query + output. Small
+// --q-len: Q query tokens per sequence (speculative decoding's verification,
+// chunked prefill), each shape twice: as query_start_loc rows ("qQ") and as
+// the B x Q single-token rows vLLM expands them into ("qQ expanded": each row
+// its own sequence of length seq - Q + i + 1 over the same blocks). Q = 1 is
+// the plain decode.
+// Bytes counted = cache bytes of the tokens read (once) + query + output. Small
 // caches are replicated and the graph cycles through the copies, so that the
 // timed reads come from HBM, not L2.
 #include <cuda_runtime.h>
@@ -179,6 +185,8 @@ double copy_ceiling_gbs(cudaStream_t s) {
 struct Shape {
   int batch;
   int seq;
+  int q_len = 1;          // query tokens per sequence
+  bool expanded = false;  // as B x q_len single-token rows
 };
 
 struct Row {
@@ -229,10 +237,27 @@ void bench_decode(Preset preset, LayoutKind layout, Shape shape, double ceiling,
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), std::mt19937(5));
   std::vector<std::int32_t> lens(shape.batch, shape.seq);
-  std::int32_t *d_table, *d_lens;
+  const int q_len = shape.q_len;
+  const int query_rows = shape.batch * q_len;
+  std::vector<std::int32_t> qsl;  // query_start_loc of the multi-token form
+  if (shape.expanded) {  // row b * q_len + i: sequence b's blocks, its position seq - q_len + i
+    std::vector<std::int32_t> rows_table, rows_lens;
+    for (int b = 0; b < shape.batch; ++b) {
+      for (int i = 0; i < q_len; ++i) {
+        rows_table.insert(rows_table.end(), table.begin() + std::int64_t{b} * blocks_per_seq,
+                          table.begin() + std::int64_t{b + 1} * blocks_per_seq);
+        rows_lens.push_back(shape.seq - q_len + i + 1);
+      }
+    }
+    table.swap(rows_table);
+    lens.swap(rows_lens);
+  } else if (q_len > 1) {
+    for (int b = 0; b <= shape.batch; ++b) qsl.push_back(b * q_len);
+  }
+  std::int32_t *d_table, *d_lens, *d_qsl = nullptr;
   std::uint16_t *d_q, *d_out;
   float* d_lse;
-  const std::size_t rows = std::size_t(shape.batch) * hq;
+  const std::size_t rows = std::size_t(query_rows) * hq;
   CHECK_CUDA(cudaMalloc(&d_table, table.size() * 4));
   CHECK_CUDA(cudaMalloc(&d_lens, lens.size() * 4));
   CHECK_CUDA(cudaMalloc(&d_q, rows * dims * 2));
@@ -240,8 +265,12 @@ void bench_decode(Preset preset, LayoutKind layout, Shape shape, double ceiling,
   CHECK_CUDA(cudaMalloc(&d_lse, rows * 4));
   CHECK_CUDA(cudaMemcpy(d_table, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemcpy(d_lens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice));
+  if (!qsl.empty()) {
+    CHECK_CUDA(cudaMalloc(&d_qsl, qsl.size() * 4));
+    CHECK_CUDA(cudaMemcpy(d_qsl, qsl.data(), qsl.size() * 4, cudaMemcpyHostToDevice));
+  }
   fill_bf16<<<256, 256, 0, s>>>(d_q, std::int64_t(rows) * dims, 9);
-  const std::size_t ws_bytes = cuda::decode_workspace_bytes(shape.batch, hq, splits, dims);
+  const std::size_t ws_bytes = cuda::decode_workspace_bytes(query_rows, hq, splits, dims);
   void* ws;
   CHECK_CUDA(cudaMalloc(&ws, ws_bytes));
   CHECK_CUDA(cudaStreamSynchronize(s));
@@ -249,7 +278,11 @@ void bench_decode(Preset preset, LayoutKind layout, Shape shape, double ceiling,
   DecodeArgs a;
   a.query = {d_q, rows * dims * 2};
   a.query_dtype = DType::kBFloat16;
-  a.batch = shape.batch;
+  a.batch = shape.expanded ? query_rows : shape.batch;
+  if (d_qsl != nullptr) {
+    a.query_start_loc = {d_qsl, qsl.size() * 4};
+    a.num_query_rows = query_rows;
+  }
   a.num_q_heads = hq;
   a.block_table = {d_table, table.size() * 4};
   a.max_blocks_per_seq = blocks_per_seq;
@@ -266,6 +299,10 @@ void bench_decode(Preset preset, LayoutKind layout, Shape shape, double ceiling,
     char name[128];
     std::snprintf(name, sizeof name, "decode %-5s %-8s %2dx%-6d", cuda::mode_name(mode), preset_name(preset) + 11,
                   shape.batch, shape.seq);
+    if (q_len > 1 || shape.expanded) {  // the plain decode keeps the names of older binaries
+      std::snprintf(name + std::strlen(name), sizeof name - std::strlen(name), " q%d%s", q_len,
+                    shape.expanded ? " expanded" : "");
+    }
     const char* kernel = cuda::decode_kernel_name(ConstCacheView(l, cache, num_blocks), a, mode);
     if (mode == cuda::CudaMode::kFast && std::strcmp(kernel, "cuda:fast") != 0) {
       report_status(name, layout, Status(StatusCode::kUnsupported, std::string("fast mode runs ") + kernel));
@@ -316,6 +353,7 @@ void bench_decode(Preset preset, LayoutKind layout, Shape shape, double ceiling,
   CHECK_CUDA(cudaFree(d_q));
   CHECK_CUDA(cudaFree(d_out));
   CHECK_CUDA(cudaFree(d_lse));
+  CHECK_CUDA(cudaFree(d_qsl));
   CHECK_CUDA(cudaFree(ws));
 }
 
@@ -366,6 +404,7 @@ int main(int argc, char** argv) {
   int reps = 20;
   bool quick = false;
   std::string only_preset, only_shape, only_mode, layouts = "both";
+  std::vector<int> q_lens = {1};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) g_csv = std::fopen(argv[++i], "w");
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
@@ -374,6 +413,17 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = argv[++i];    // e.g. 16x32768,1x4096
     else if (!std::strcmp(argv[i], "--layout") && i + 1 < argc) layouts = argv[++i];     // soa | aos | both
     else if (!std::strcmp(argv[i], "--mode") && i + 1 < argc) only_mode = argv[++i];      // fast | strict | encode
+    else if (!std::strcmp(argv[i], "--q-len") && i + 1 < argc) {                            // e.g. 1,4,16
+      q_lens.clear();
+      for (char* t = std::strtok(argv[++i], ","); t != nullptr; t = std::strtok(nullptr, ",")) {
+        const int q = std::atoi(t);
+        if (q < 1 || q > 128) {
+          std::fprintf(stderr, "bench_gpu: --q-len %s: each must be 1 .. 128\n", t);
+          return 1;
+        }
+        q_lens.push_back(q);
+      }
+    }
   }
   g_only_mode = only_mode;
   std::vector<LayoutKind> layout_list;
@@ -401,7 +451,15 @@ int main(int argc, char** argv) {
     for (Shape sh : shapes) {
       const std::string text = std::to_string(sh.batch) + "x" + std::to_string(sh.seq);
       if (!only_shape.empty() && ("," + only_shape + ",").find("," + text + ",") == std::string::npos) continue;
-      for (LayoutKind layout : layout_list) bench_decode(preset, layout, sh, ceiling, reps, s);
+      for (int q : q_lens) {
+        for (bool expanded : {false, true}) {
+          if (q == 1 && expanded) continue;
+          Shape rows = sh;
+          rows.q_len = q;
+          rows.expanded = expanded;
+          for (LayoutKind layout : layout_list) bench_decode(preset, layout, rows, ceiling, reps, s);
+        }
+      }
     }
   }
   for (Preset preset : {Preset::k4BitNc, Preset::kK8V4, Preset::kK3V4Nc, Preset::k3BitNc}) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "fast_plan.hpp"
 #include "params.hpp"
 #include "turboquant/core/partial_layout.hpp"
 #include "turboquant/cuda.hpp"
@@ -39,10 +40,14 @@ inline int heads_per_block(bool fast, int group) { return fast ? kFastHeadsPerBl
 
 // Whether a decode of this cache in this mode runs the fast kernel.
 bool uses_fast_kernel(const ConstCacheView& cache, CudaMode mode);
-// The same for these arguments: multi-token rows, sinks and windows run the
-// strict kernels in either mode (bit-exact, so within the fast mode's bound).
+// The same for these arguments: multi-token rows take the fast kernel while
+// its grid's row blocks fit in z (fast_row_blocks), else the strict kernels.
 inline bool uses_fast_kernel(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode) {
-  return !decode_uses_rows_sinks_or_window(a) && uses_fast_kernel(cache, mode);
+  const bool has_qsl = a.query_start_loc.data != nullptr;
+  const int group = cache.layout.num_kv_heads > 0 ? a.num_q_heads / cache.layout.num_kv_heads : 1;
+  const std::int64_t rows = decode_query_rows(a);
+  return uses_fast_kernel(cache, mode) && rows <= kMaxGridYZ &&
+         fast_row_blocks(has_qsl, static_cast<int>(rows), a.batch, fast_rows_per_block(has_qsl, group)) <= kMaxGridYZ;
 }
 
 }  // namespace turboquant::cuda::detail

@@ -57,8 +57,9 @@
 
 namespace turboquant::cuda::detail {
 
-// The warp's main loop over its tiles, reading stages through `stage`.
-template <class T, class Stage>
+// The warp's main loop over its tiles, reading stages through `stage`
+// (kRows: the columns carry masks, fast_columns.cuh).
+template <class T, bool kRows, class Stage>
 __device__ __forceinline__ void fast_tiles(FastWarpState<T>& state, FastTileLoader<T>& loader,
                                            const FastTileInputs<T>& in, const Stage& stage, std::uint8_t* stages,
                                            std::uint8_t* issue_stage, core::TokenRange range, int warp, int my_tiles,
@@ -72,13 +73,16 @@ __device__ __forceinline__ void fast_tiles(FastWarpState<T>& state, FastTileLoad
     if (it + T::kStages - 1 < my_tiles) loader.issue(issue_stage);
     cp_async_commit();
     issue_stage = issue_stage == last_stage ? stages : issue_stage + T::kStageBytes;
-    fast_tile<T>(state, in, stage, st, min(T::kTile, range.end - tok0), g, c);
+    fast_tile<T, kRows>(state, in, stage, st, tok0, min(T::kTile, range.end - tok0), g, c);
     st = st == last_stage ? stages : st + T::kStageBytes;
     tok0 += T::kWarps * T::kTile;
   }
 }
 
-template <class T>
+// kRows: the instance for query_start_loc rows and windows (FastRows); the
+// other one is the single-token decode, whose columns are one row's heads and
+// whose code has no masks (a register-free path: 1 us faster at 1 x 4096).
+template <class T, bool kRows>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) fast_decode_kernel(DecodeParams p) {
   constexpr int D = T::kDim;
   extern __shared__ __align__(16) std::uint8_t smem[];
@@ -92,15 +96,14 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) fast_decode_kernel
   const int split = blockIdx.x;
   const int kv_head = blockIdx.y / p.chunks_per_kv_head;
   const int chunk = blockIdx.y % p.chunks_per_kv_head;
-  const int b = blockIdx.z;
   const int tid = threadIdx.x;
-  const int seq_len = p.seq_lens[b];
-  const core::TokenRange range = fast_split_range(seq_len, p.plan_splits, split);
+  const FastRows rows = kRows ? fast_rows_of_block(p, blockIdx.z) : fast_single_row(p, blockIdx.z);
+  if (rows.count == 0) return;
+  const core::TokenRange range = rows.split_range(p.plan_splits, split);
   if (range.empty()) return;
-  const int first_head = chunk * p.heads_per_block;
-  const int heads = min(p.heads_per_block, p.group - first_head);
-  const std::int64_t first_row = std::int64_t{b} * p.num_q_heads + kv_head * p.group + first_head;
-  const std::int32_t* block_row = p.block_table + std::int64_t{b} * p.max_blocks_per_seq;
+  const FastColumns cols = fast_columns(p, rows, kv_head, chunk * p.heads_per_block);
+  auto column_row = [&](int k) { return kRows ? cols.row(k) : cols.first_row + k; };  // one row: contiguous heads
+  const std::int32_t* block_row = p.block_table + std::int64_t{rows.b} * p.max_blocks_per_seq;
 
   const int lane = tid & 31;
   const int warp = tid >> 5;
@@ -124,9 +127,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) fast_decode_kernel
   // Queries: prepared in fp32 exactly as the golden model (prepare_queries ends
   // with a barrier, which also publishes the pair table).
   std::uint32_t qb[T::kKSteps][2];
-  prepare_queries<D>(p, first_row, heads, prep, prep + T::kHeads * D);
-  query_fragments<T>(prep, heads, g, c, qb);
-  const FastTileInputs<T> in{lut, static_cast<std::uint32_t>((lane % T::kLutCopies) * 4), qb};
+  prepare_query_rows<D>(p, cols.count, column_row, prep, prep + T::kHeads * D);
+  query_fragments<T>(prep, cols.count, g, c, qb);
+  FastColumnMask mask;
+  if constexpr (kRows) mask = fast_column_mask(p, rows, cols, c);
+  const FastTileInputs<T> in{lut, static_cast<std::uint32_t>((lane % T::kLutCopies) * 4), qb, mask};
 
   FastWarpState<T> state;
   state.init();
@@ -136,17 +141,17 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) fast_decode_kernel
     const core::BlockLayout l = T::layout(p.layout);
     const bool correct = p.layout.format.norm_corrected_at_decode();
     if (aos_slot_offset(l, kv_head, 0) & 2) {
-      fast_tiles<T>(state, loader, in, AosStage<T, 2>(l, kv_head, g, c, correct), stages, issue_stage, range, warp,
+      fast_tiles<T, kRows>(state, loader, in, AosStage<T, 2>(l, kv_head, g, c, correct), stages, issue_stage, range, warp,
                     my_tiles, g, c);
     } else {
-      fast_tiles<T>(state, loader, in, AosStage<T, 0>(l, kv_head, g, c, correct), stages, issue_stage, range, warp,
+      fast_tiles<T, kRows>(state, loader, in, AosStage<T, 0>(l, kv_head, g, c, correct), stages, issue_stage, range, warp,
                     my_tiles, g, c);
     }
   } else {
-    fast_tiles<T>(state, loader, in, SoaStage<T>{g, c}, stages, issue_stage, range, warp, my_tiles, g, c);
+    fast_tiles<T, kRows>(state, loader, in, SoaStage<T>{g, c}, stages, issue_stage, range, warp, my_tiles, g, c);
   }
   cp_async_wait<0>();
-  fast_write_partial<T>(p, state, FastPartialTarget{first_row, split, heads}, work, warp_max, warp_sum, tid);
+  fast_write_partial<T>(p, state, FastPartialTarget{split, cols.count}, column_row, work, warp_max, warp_sum, tid);
 }
 
 }  // namespace turboquant::cuda::detail

@@ -9,19 +9,18 @@
 
 namespace turboquant::cuda::detail {
 
-// Where the block's heads go: partials (first_row + h, split) for h < heads.
+// Where the block's columns go: partials (row_of(h), split) for h < columns.
 struct FastPartialTarget {
-  std::int64_t first_row;
   int split;
-  int heads;
+  int columns;
 };
 
 // Every thread of the block calls it once its warp's loop is done and its
 // copies have landed. `work` is the pipeline region (reused for the warps'
 // fragments); warp_max and warp_sum are [kWarps][kHeads] of shared memory.
-template <class T>
+template <class T, class RowOf>
 __device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWarpState<T>& w,
-                                                   const FastPartialTarget& out, std::uint8_t* work,
+                                                   const FastPartialTarget& out, RowOf row_of, std::uint8_t* work,
                                                    float (*warp_max)[T::kHeads], float (*warp_sum)[T::kHeads],
                                                    int tid) {
   constexpr int D = T::kDim;
@@ -83,18 +82,18 @@ __device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWa
     // 2j, 2j + 1 of lane group ln/4, adjacent dims of the output.
     const int h = 2 * (ln & 3);
     const int d0 = T::value_dim(ln >> 2, 2 * j);
-    if (h < out.heads) {
-      float* dst = p.partial_acc + pl.acc_offset(out.first_row + h, out.split) + d0;
+    if (h < out.columns) {
+      float* dst = p.partial_acc + pl.acc_offset(row_of(h), out.split) + d0;
       dst[0] = v.x;
       dst[1] = v.z;
     }
-    if (h + 1 < out.heads) {
-      float* dst = p.partial_acc + pl.acc_offset(out.first_row + h + 1, out.split) + d0;
+    if (h + 1 < out.columns) {
+      float* dst = p.partial_acc + pl.acc_offset(row_of(h + 1), out.split) + d0;
       dst[0] = v.y;
       dst[1] = v.w;
     }
   }
-  if (tid < out.heads) {
+  if (tid < out.columns) {
     float big = -core::kInf;
     for (int v = 0; v < T::kWarps; ++v) big = fmaxf(big, warp_max[v][tid]);
     float sum = 0.0f;
@@ -102,7 +101,7 @@ __device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWa
       const float m = warp_max[v][tid];
       sum += m == -core::kInf ? 0.0f : fast_exp2(m - big) * warp_sum[v][tid];
     }
-    float* ml = p.partial_ml + pl.ml_offset(out.first_row + tid, out.split);
+    float* ml = p.partial_ml + pl.ml_offset(row_of(tid), out.split);
     ml[0] = big;
     ml[1] = sum;
   }

@@ -10,14 +10,22 @@
 
 namespace turboquant::cuda::detail {
 
+template <class T, bool kRows>
+cudaError_t launch_fast_instance(const DecodeParams& p, cudaStream_t stream) {
+  static PerDeviceInt attr_cache;
+  const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T, kRows>, T::kSmemBytes);
+  if (attr != cudaSuccess) return attr;
+  const auto row_blocks = fast_row_blocks(p.query_start_loc != nullptr, p.rows, p.batch, p.fast_rows_per_block);
+  const dim3 grid(p.plan_splits, p.layout.num_kv_heads * p.chunks_per_kv_head, static_cast<unsigned>(row_blocks));
+  fast_decode_kernel<T, kRows><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+// Multi-token rows and windows take the kRows instance (sinks only change the merge).
 template <class T>
 cudaError_t launch_fast(const DecodeParams& p, cudaStream_t stream) {
-  static PerDeviceInt attr_cache;
-  const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T>, T::kSmemBytes);
-  if (attr != cudaSuccess) return attr;
-  const dim3 grid(p.plan_splits, p.layout.num_kv_heads * p.chunks_per_kv_head, p.batch);
-  fast_decode_kernel<T><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p);
-  return cudaGetLastError();
+  return p.query_start_loc != nullptr || p.sliding_window != 0 ? launch_fast_instance<T, true>(p, stream)
+                                                               : launch_fast_instance<T, false>(p, stream);
 }
 
 // Resident blocks per SM of one instance on the current device (cached per device; 0 on error).
@@ -25,9 +33,9 @@ template <class T>
 int fast_occupancy() {
   static PerDeviceInt attr_cache, blocks_cache;
   return blocks_cache.get([] {
-    if (set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T>, T::kSmemBytes) != cudaSuccess) return 0;
-    int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fast_decode_kernel<T>, T::kThreads, T::kSmemBytes) !=
+    if (set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T, false>, T::kSmemBytes) != cudaSuccess) return 0;
+    int n = 0;  // the kRows instance has the same launch bounds and shared memory
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fast_decode_kernel<T, false>, T::kThreads, T::kSmemBytes) !=
         cudaSuccess) {
       return 0;
     }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "fast_columns.cuh"
 #include "fast_fragments.cuh"
 #include "fast_stage.cuh"
 #include "fast_traits.cuh"
@@ -75,19 +76,20 @@ struct FastWarpState {
 };
 
 // What the tile step needs besides the staged tile: the pair table, this
-// lane's copy offset in it, and the query's B fragments.
+// lane's copy offset in it, the query's B fragments and the lane's column mask.
 template <class T>
 struct FastTileInputs {
   const std::uint8_t* lut;
   std::uint32_t lut_lane_off;
   const std::uint32_t (&qb)[T::kKSteps][2];
+  FastColumnMask mask;
 };
 
-// Folds the staged tile `st` (its first `valid` tokens count), read through
-// `stage`, into `w`.
-template <class T, class Stage>
+// Folds the staged tile `st` (first token at position tok0; its first `valid`
+// tokens count), read through `stage`, into `w`.
+template <class T, bool kRows, class Stage>
 __device__ __forceinline__ void fast_tile(FastWarpState<T>& w, const FastTileInputs<T>& in, const Stage& stage,
-                                          const std::uint8_t* st, int valid, int g, int c) {
+                                          const std::uint8_t* st, int tok0, int valid, int g, int c) {
   // S^T = K Q^T: rows tokens g, g + 8; columns heads 2c, 2c + 1.
   std::uint32_t kw[2][T::kKeyWords];
   stage.load_keys(st, kw);
@@ -131,6 +133,10 @@ __device__ __forceinline__ void fast_tile(FastWarpState<T>& w, const FastTileInp
       s[2] = s[3] = -core::kInf;
       scale1 = zero1 = 0.0f;
     }
+  }
+  // Multi-token rows and windows: tokens a column does not attend to weigh nothing for it.
+  if constexpr (kRows) {
+    if (in.mask.needed(tok0, T::kTile)) in.mask.apply(tok0 + g, s, scale0, zero0, scale1, zero1);
   }
   // Online softmax (base 2) per head column; the column max spans the 8 lanes of a c.
   float mx0 = fmaxf(s[0], s[2]);

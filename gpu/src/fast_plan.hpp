@@ -5,6 +5,9 @@
 // from the golden model; the host picks the number of splits for occupancy.
 #pragma once
 
+#include <cstdint>
+
+#include "params.hpp"
 #include "turboquant/core/split_plan.hpp"
 
 namespace turboquant::cuda::detail {
@@ -38,6 +41,23 @@ TQ_HD constexpr int plan_nonempty(bool tile_aligned, int seq_len, int splits) {
   const int n = (seq_len + len - 1) / len;
   return n < splits ? n : splits;
 }
+
+// Multi-token rows (query_rows.cuh's FastRows): a block takes several rows of
+// one sequence as its mma columns.
+// Rows per fast block: one without query_start_loc (a row is a sequence);
+// with it, as many rows as leave room for the chunk's heads in N = 8.
+TQ_HD constexpr int fast_rows_per_block(bool has_query_start_loc, int group) {
+  return !has_query_start_loc || group >= kFastHeadsPerBlock ? 1 : kFastHeadsPerBlock / group;
+}
+// The fast grid's z extent. With query_start_loc, sequence b owns the block
+// indices [C_b, C_{b+1}) with C_b = query_start_loc[b] / R + b: at least
+// ceil(q_len_b / R) of them (the rest idle), and C_B = rows / R + batch is
+// known on the host without reading query_start_loc (CUDA-graph safe).
+TQ_HD constexpr std::int64_t fast_row_blocks(bool has_query_start_loc, int rows, int batch, int rows_per_block) {
+  return has_query_start_loc ? std::int64_t{rows} / rows_per_block + batch : rows;
+}
+
+static_assert(fast_row_blocks(true, 10, 3, 2) == 8 && fast_rows_per_block(true, 4) == 2 && fast_rows_per_block(true, 16) == 1);
 
 static_assert(fast_split_range(4096, 32, 1).begin == 128);
 static_assert(fast_split_range(4096, 128, 1).begin == 64);

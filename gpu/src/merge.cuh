@@ -41,9 +41,10 @@ __device__ float block_all_reduce(float v, float* scratch) {
 }
 
 // Grid (num_q_heads, rows); blockDim.x == head_dim; dynamic shared memory
-// merge_smem_bytes(plan_splits, head_dim). A sink (strict only) enters as in
-// the golden model: a partial before split 0 with max = its logit, sum = 1,
-// acc = 0; the LSE is then its own merge of the splits without it.
+// merge_smem_bytes(plan_splits, head_dim). A sink enters as in the golden
+// model: a partial before split 0 with max = its logit, sum = 1, acc = 0; the
+// LSE is then its own merge of the splits without it. Fast mode's splits of a
+// row are those of its block's rows (FastRows::split_range).
 __global__ void merge_kernel(DecodeParams p, bool tile_aligned) {
   extern __shared__ float merge_smem[];
   __shared__ float merged[4];  // max, sum; with a sink: the LSE's max and sum
@@ -54,7 +55,8 @@ __global__ void merge_kernel(DecodeParams p, bool tile_aligned) {
   const int dims = p.layout.format.head_dim;
   const int d = threadIdx.x;
   const int splits = p.plan_splits;
-  const int n = plan_nonempty(tile_aligned, query_row(p, b).attended.size(), splits);
+  const int n = tile_aligned ? fast_rows_of_row(p, b).nonempty_splits(splits)
+                             : plan_nonempty(false, query_row(p, b).attended.size(), splits);
   const bool has_sink = p.sinks != nullptr;
   const float sink = has_sink ? core::sink_logit(p.sinks[hq]) : 0.0f;
   const std::int64_t row = std::int64_t{b} * p.num_q_heads + hq;
@@ -80,28 +82,39 @@ __global__ void merge_kernel(DecodeParams p, bool tile_aligned) {
   __syncthreads();
   float merged_max;
   float sum;
+  float lse_max = 0.0f, lse_sum = 0.0f;  // with a sink: the merge of the splits alone
   if (tile_aligned) {
     // Fast mode (not bit-exact): the max and the weighted sum as block-wide
     // tree reductions instead of one thread's chains over the splits.
     float m = -core::kInf;
     for (int s = d; s < n; s += blockDim.x) m = fmaxf(m, weight[s]);
     merged_max = block_all_reduce<true>(m, reduce);
+    if (has_sink) {
+      if (p.lse != nullptr) {
+        float part = 0.0f;
+        for (int s = d; s < n; s += blockDim.x) part += core::merge_weight(weight[s], merged_max) * sum_s[s];
+        lse_sum = block_all_reduce<false>(part, reduce);
+        lse_max = merged_max;
+      }
+      merged_max = fmaxf(merged_max, sink);
+    }
     float part = 0.0f;
     for (int s = d; s < n; s += blockDim.x) {
       weight[s] = core::merge_weight(weight[s], merged_max);
       part = core::merge_add(part, weight[s], sum_s[s]);
     }
     sum = block_all_reduce<false>(part, reduce);  // its barriers also publish weight[]
+    if (has_sink) sum += core::merge_weight(sink, merged_max);
   } else {
     // Strict: decode_reference's order, split by split.
     if (d == 0) {
       float m = -core::kInf;
       for (int s = 0; s < n; ++s) m = core::merge_max(m, weight[s]);
       if (has_sink) {  // the LSE leaves the sink out: the no-sink merge of (max, sum)
-        float lse_sum = 0.0f;
-        for (int s = 0; s < n; ++s) lse_sum = core::merge_add(lse_sum, core::merge_weight(weight[s], m), sum_s[s]);
+        float splits_sum = 0.0f;
+        for (int s = 0; s < n; ++s) splits_sum = core::merge_add(splits_sum, core::merge_weight(weight[s], m), sum_s[s]);
         merged[2] = m;
-        merged[3] = lse_sum;
+        merged[3] = splits_sum;
         float with_sink = sink;
         for (int s = 0; s < n; ++s) with_sink = core::merge_max(with_sink, weight[s]);
         m = with_sink;
@@ -119,6 +132,10 @@ __global__ void merge_kernel(DecodeParams p, bool tile_aligned) {
     }
     __syncthreads();
     sum = merged[1];
+    if (has_sink) {
+      lse_max = merged[2];
+      lse_sum = merged[3];
+    }
   }
   float acc = 0.0f;
   for (int s0 = 0; s0 < n; s0 += kMergeChunk) {
@@ -131,7 +148,7 @@ __global__ void merge_kernel(DecodeParams p, bool tile_aligned) {
   }
   core::store_element(p.out, p.out_dtype, row * dims + d, core::finalize_output(acc, sum, merged_max));
   if (d == 0 && p.lse != nullptr) {
-    p.lse[row] = has_sink ? core::finalize_lse(merged[3], merged[2]) : core::finalize_lse(sum, merged_max);
+    p.lse[row] = has_sink ? core::finalize_lse(lse_sum, lse_max) : core::finalize_lse(sum, merged_max);
   }
 }
 

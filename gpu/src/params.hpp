@@ -53,8 +53,9 @@ struct DecodeParams {
   // query_start_loc, rows == batch and row r is sequence r.
   int rows = 0;
   const std::int32_t* query_start_loc = nullptr;  // [batch + 1] or nullptr
-  const float* sinks = nullptr;                   // [num_q_heads] or nullptr (strict only)
+  const float* sinks = nullptr;                   // [num_q_heads] or nullptr
   int sliding_window = 0;                          // 0: unlimited
+  int fast_rows_per_block = 1;  // fast mode: query rows of one block (fast_rows_per_block(), query_rows.cuh)
 
   // Where every kernel and the merge find a partial: accumulators of head_dim
   // floats, num_splits per row.

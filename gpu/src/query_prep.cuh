@@ -12,16 +12,17 @@
 
 namespace turboquant::cuda::detail {
 
-// Writes rows [first_row, first_row + rows) of the query into q[rows][D] (fp32,
-// shared memory), prepared. `scratch` is rows*D floats of shared memory used by
-// the dense path. Ends with a barrier; every thread of the block must call it.
-template <int D>
-__device__ void prepare_queries(const DecodeParams& p, std::int64_t first_row, int rows, float* q, float* scratch) {
+// Writes query rows row_of(0) .. row_of(rows - 1) (indices into the query's
+// [T * num_q_heads] head rows) into q[rows][D] (fp32, shared memory), prepared.
+// `scratch` is rows*D floats of shared memory used by the dense path. Ends with
+// a barrier; every thread of the block must call it.
+template <int D, class RowOf>
+__device__ void prepare_query_rows(const DecodeParams& p, int rows, RowOf row_of, float* q, float* scratch) {
   const bool rotate = !p.layout.format.fp8_keys();
   const bool dense = rotate && p.rotation != nullptr;
   float* raw = dense ? scratch : q;
   for (int i = threadIdx.x; i < rows * D; i += blockDim.x) {
-    raw[i] = core::load_element(p.query, p.query_dtype, first_row * D + i);
+    raw[i] = core::load_element(p.query, p.query_dtype, row_of(i / D) * D + i % D);
   }
   __syncthreads();
   if (dense) {
@@ -50,6 +51,12 @@ __device__ void prepare_queries(const DecodeParams& p, std::int64_t first_row, i
   }
   for (int i = threadIdx.x; i < rows * D; i += blockDim.x) q[i] = core::mul_rn(q[i], p.query_factor);
   __syncthreads();
+}
+
+// The contiguous head rows [first_row, first_row + rows).
+template <int D>
+__device__ void prepare_queries(const DecodeParams& p, std::int64_t first_row, int rows, float* q, float* scratch) {
+  prepare_query_rows<D>(p, rows, [=](int k) { return first_row + k; }, q, scratch);
 }
 
 }  // namespace turboquant::cuda::detail

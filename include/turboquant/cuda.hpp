@@ -14,10 +14,13 @@
 //            the four presets') run the strict kernel instead;
 //            decode_kernel_name() says which one a call uses.
 // Multi-token rows, attention sinks and sliding windows (DecodeArgs::
-// query_start_loc, sinks, sliding_window; docs/ARITHMETIC.md §7) run the strict
-// kernels in either mode, one grid row per query row: bit-exact with the golden
-// model (each row reads its own attended range; the fast kernel's one read per
-// tile for all rows of a sequence is not there yet).
+// query_start_loc, sinks, sliding_window; docs/ARITHMETIC.md §7) run in both
+// modes. Strict: one grid row per query row over its own attended range,
+// bit-exact with the golden model. Fast: a block takes R = max(1, 8 / group)
+// consecutive rows of one sequence with its heads as the mma's 8 columns, so a
+// K/V tile is read once for all of them (each column masked to its own causal
+// or windowed range), within the fast bound; its grid's z is rows / R + batch
+// (past 65535 the strict kernels run instead).
 // Both modes support the head_dims of supported_head_dims() (64, 128 and 256
 // unless the build sets TURBOQUANT_CUDA_HEAD_DIMS).
 //

@@ -370,12 +370,17 @@ MULTI = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(DATA, "vllm-mu
 @cuda
 @pytest.mark.parametrize("path", MULTI, ids=os.path.basename)
 @pytest.mark.parametrize("backend", ["cuda", "cuda-strict"])
-def test_cuda_multi_token_rows_sinks_windows_equal_the_golden_model(path, backend):
+def test_cuda_multi_token_rows_sinks_windows_match_the_golden_model(path, backend):
+    """cuda-strict: the golden bits; cuda (fast, several rows per tile read): within 1e-3."""
     case = tq.load_case(path)
     want = case.decode(backend="cpu-ref")
     t = lambda a: None if a is None else torch.from_numpy(np.ascontiguousarray(a)).cuda()  # noqa: E731
     out = tq.decode(t(case.query), t(case.kv_cache), t(case.block_table), t(case.seq_lens), case.layout, case.scale,
                     case.num_splits, backend=backend, query_start_loc=t(case.query_start_loc), sinks=t(case.sinks),
                     sliding_window=case.sliding_window)
-    np.testing.assert_array_equal(out.cpu().numpy(), want)
+    got = out.cpu().numpy()
+    if backend == "cuda-strict":
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert np.linalg.norm(got - want) <= 1e-3 * np.linalg.norm(want)
     assert case.validate(out).ok

@@ -1,0 +1,81 @@
+// The fast kernel's mma columns (N = 8): the query heads of its head chunk for
+// each of its rows (FastRows, query_rows.cuh), column k = head k % heads of
+// row k / heads. A single-token decode has one row, so column k is head k, as
+// before multi-token rows existed. Each column has its own attended range
+// (causal rows, windows): FastColumnMask gives a lane's two score columns
+// their ranges, and the tiles that need masking at all.
+#pragma once
+
+#include <climits>
+#include <cstdint>
+
+#include "query_rows.cuh"
+#include "turboquant/core/softmax.hpp"
+
+namespace turboquant::cuda::detail {
+
+struct FastColumns {
+  std::int64_t first_row;  // head row (query, partials) of column 0
+  int heads;               // columns per query row (the head chunk)
+  int count;               // rows x heads <= 8; columns past it are zero
+  int num_q_heads;
+  __device__ __forceinline__ std::int64_t row(int k) const {
+    return first_row + std::int64_t{k / heads} * num_q_heads + k % heads;
+  }
+};
+
+__device__ __forceinline__ FastColumns fast_columns(const DecodeParams& p, const FastRows& rows, int kv_head,
+                                                    int first_head) {
+  const int heads = min(p.heads_per_block, p.group - first_head);
+  return FastColumns{std::int64_t{rows.first} * p.num_q_heads + kv_head * p.group + first_head, heads,
+                     rows.count * heads, p.num_q_heads};
+}
+
+// Score masking of one lane (columns 2c, 2c + 1). Inactive for one row without
+// a window: every column then attends to the whole split.
+struct FastColumnMask {
+  bool active = false;
+  int lo0 = 0, hi0 = INT_MAX, lo1 = 0, hi1 = INT_MAX;  // the two columns' attended ranges
+  int union_begin = 0;                                  // before it no column attends (metadata unread)
+  int all_begin = 0, all_end = INT_MAX;                  // every column attends to [all_begin, all_end)
+
+  // Whether the tile at tok0 has a token some column does not attend to.
+  __device__ __forceinline__ bool needed(int tok0, int tile) const {
+    return active && (tok0 < all_begin || tok0 + tile > all_end);
+  }
+  // Masks the lane's scores s (tokens t, t + 8; columns 2c, 2c + 1) and drops
+  // the metadata of tokens before every column's range (their bytes may be
+  // anything: vLLM recycles the blocks a window has left).
+  __device__ __forceinline__ void apply(int t, float (&s)[4], float& scale0, float& zero0, float& scale1,
+                                        float& zero1) const {
+    const int u = t + 8;
+    if (t < union_begin) scale0 = zero0 = 0.0f;
+    if (u < union_begin) scale1 = zero1 = 0.0f;
+    if (t < lo0 || t >= hi0) s[0] = -core::kInf;
+    if (t < lo1 || t >= hi1) s[1] = -core::kInf;
+    if (u < lo0 || u >= hi0) s[2] = -core::kInf;
+    if (u < lo1 || u >= hi1) s[3] = -core::kInf;
+  }
+};
+
+__device__ __forceinline__ FastColumnMask fast_column_mask(const DecodeParams& p, const FastRows& rows,
+                                                           const FastColumns& cols, int c) {
+  FastColumnMask m;
+  if (p.query_start_loc == nullptr && p.sliding_window == 0) return m;
+  const int first_pos = rows.attended.end - rows.count;  // position of the block's first row
+  auto range = [&](int k) {  // columns past count take the last row's range
+    return core::attended_range(first_pos + min(k / cols.heads, rows.count - 1), p.sliding_window);
+  };
+  m.active = true;
+  const core::TokenRange r0 = range(2 * c), r1 = range(2 * c + 1);
+  m.lo0 = r0.begin;
+  m.hi0 = r0.end;
+  m.lo1 = r1.begin;
+  m.hi1 = r1.end;
+  m.union_begin = rows.attended.begin;
+  m.all_begin = range(cols.count - 1).begin;  // the last row starts latest
+  m.all_end = first_pos + 1;                  // and the first ends first
+  return m;
+}
+
+}  // namespace turboquant::cuda::detail

@@ -229,9 +229,9 @@ TEST(ReferenceMultiToken, BadInputIsNamedAndNothingIsWritten) {
 
 // ---- every backend decodes them or says it cannot ---------------------------
 
-// Every backend reproduces the golden bits: the CPU ones (their grid:
-// test_cpu_multi_exact.cpp) and the CUDA ones, which run these rows on the
-// strict kernels in either mode (their grid: tests/gpu/test_gpu_multi.cpp).
+// Every exact backend reproduces the golden bits: the CPU ones (their grid:
+// test_cpu_multi_exact.cpp) and cuda:strict; cuda:fast is within 1e-3 (its
+// grid, and strict's: tests/gpu/test_gpu_multi.cpp).
 TEST(ReferenceMultiToken, EveryBackendDecodesThemWithTheGoldenBits) {
   MultiProblem with_rows = small_multi();
   const auto single = testing::make_problem({37, 5}, 9);
@@ -266,8 +266,13 @@ TEST(ReferenceMultiToken, EveryBackendDecodesThemWithTheGoldenBits) {
       EXPECT_TRUE(b->supports(view, a).ok());
       const Status s = b->decode(view, a, BackendOptions{.threads = 2});
       ASSERT_TRUE(s.ok()) << s.to_string();
-      EXPECT_TRUE(same_bits(out, want));
-      EXPECT_TRUE(same_bits(lse, want_lse));
+      if (b->exact_decode()) {
+        EXPECT_TRUE(same_bits(out, want));
+        EXPECT_TRUE(same_bits(lse, want_lse));
+      } else {
+        EXPECT_LE(testing::rel_l2(out, want), 1e-3);
+        for (std::size_t i = 0; i < lse.size(); ++i) EXPECT_NEAR(lse[i], want_lse[i], 1e-2) << "head row " << i;
+      }
     }
   }
 }

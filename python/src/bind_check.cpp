@@ -135,6 +135,7 @@ nb::dict validate(const PyLayout& l, const InArray& output_a, const InArray& que
   d["original_note"] = report.original_note;
   d["oracle_non_finite"] = report.oracle_non_finite;
   d["text"] = text;
+  d["header"] = checks::render_decode_header(in, turboquant::preset_name(l.preset));
   return d;
 }
 

@@ -321,3 +321,17 @@ def test_dequantize_custom_centroids(small_case):
         np.testing.assert_allclose(k2, k, rtol=1e-5)
     else:  # SoA: ||k|| / ||c|| was folded in at store
         np.testing.assert_allclose(k2, 2 * k, rtol=1e-6)
+
+
+def _tq_text_without_case_and_output(stdout):
+    """tq validate's text less its ``case`` and ``output`` lines (the repr has no paths)."""
+    return "".join(l for l in stdout.splitlines(keepends=True) if not l.startswith(("case     ", "output   ")))
+
+
+@pytest.mark.parametrize("path", CASES)
+def test_validate_repr_is_tq_validates_text(path, run_tq):
+    c = load(path)
+    v = _validate(c, c.expected_out, output_name="expected_out.npy")
+    r = run_tq("validate", path)
+    assert r.returncode == 0, r.stderr
+    assert repr(v) == _tq_text_without_case_and_output(r.stdout)

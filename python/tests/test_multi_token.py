@@ -68,3 +68,17 @@ def test_bad_multi_token_arguments():
     assert c.validate(c.expected_out).ok  # vLLM's unified kernel (fp16): about 4.6e-4
     with pytest.raises(ValueError, match="query_start_loc"):
         tq.decode(*c.decode_args(), scale=c.scale, query_start_loc=c.query_start_loc[:-1], backend="cpu-ref")
+
+
+@pytest.mark.parametrize("path", [p for p in MULTI if os.path.isfile(os.path.join(p, "expected_out.npy"))],
+                         ids=os.path.basename)
+def test_validate_repr_names_the_rows_as_tq_validate_does(path, run_tq):
+    c = tq.load_case(path)
+    v = c.validate(c.expected_out, output_name="expected_out.npy")
+    r = run_tq("validate", path)
+    assert r.returncode == 0, r.stderr
+    want = "".join(l for l in r.stdout.splitlines(keepends=True) if not l.startswith(("case     ", "output   ")))
+    # The one wording that differs: a case without K/V (tq) vs a call without them (Python).
+    want = want.replace("the case has no keys.npy/values.npy/slot_mapping.npy", "no keys/values/slot_mapping given")
+    assert repr(v) == want
+    assert " query rows (q_len " in repr(v)

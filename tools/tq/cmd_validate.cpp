@@ -53,21 +53,6 @@ json comparison_json(const checks::Comparison& c, bool multi_row) {
   return j;
 }
 
-// "; 21 query rows (q_len 1, 4, 16); sinks; sliding_window 64" for a multi-token case, else "".
-std::string rows_sinks_window_text(const io::CaseDir& c) {
-  std::string s;
-  if (c.query_start_loc.present) {
-    std::vector<std::int32_t> q_lens;
-    for (std::size_t b = 0; b + 1 < c.query_start_loc.values.size(); ++b) {
-      q_lens.push_back(c.query_start_loc.values[b + 1] - c.query_start_loc.values[b]);
-    }
-    s += fmt("; %lld query rows (q_len %s)", static_cast<long long>(c.num_query_rows), join_ints(q_lens).c_str());
-  }
-  if (c.sinks.present) s += "; sinks";
-  if (c.sliding_window != 0) s += fmt("; sliding_window %d", c.sliding_window);
-  return s;
-}
-
 int run_validate(const ValidateOptions& o) {
   if (!(o.rtol >= 0) || !std::isfinite(o.rtol)) fail("--rtol", fmt("%g must be a finite number >= 0", o.rtol));
   io::CaseLoadOptions load = io::CaseLoadOptions::decode();
@@ -112,11 +97,7 @@ int run_validate(const ValidateOptions& o) {
   }
 
   std::printf("case     %s\n", c.path.c_str());
-  std::printf("format   %s: %s; block_size %d, Hk %d, Hq %d\n", c.preset_name.c_str(),
-              turboquant::describe(c.format).c_str(), c.block_size(), c.num_kv_heads(), c.num_q_heads);
-  std::printf("decode   %lld sequences, seq_lens %s%s; %d splits; scale %.9g; golden = cpu-ref\n",
-              static_cast<long long>(c.batch), join_ints(c.seq_lens.values).c_str(), rows_sinks_window_text(c).c_str(),
-              c.num_kv_splits, c.scale);
+  std::fputs(checks::render_decode_header(in, c.preset_name).c_str(), stdout);
   std::printf("output   %s %s\n\n", output.path.c_str(), io::format_shape(output.shape).c_str());
   std::fputs(checks::render_report(report).c_str(), stdout);
   return exit_code;

@@ -1,7 +1,10 @@
-// render_report: tq validate's text after the case header, byte for byte.
+// render_report and render_decode_header: tq validate's text, byte for byte.
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "text.hpp"
 #include "turboquant/check/validate.hpp"
@@ -79,6 +82,35 @@ std::string render_report(const ValidationReport& r) {
                             "%.3e)%s\n",
                             name, g.rel_l2, r.rtol, g.worst_seq, row_text(r, " row %d", g.worst_row).c_str(),
                             g.worst_head, g.worst_rel_l2, why.c_str());
+}
+
+namespace {
+
+std::string join_ints(std::span<const std::int32_t> v, std::size_t limit = 8) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size() && i < limit; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  if (v.size() > limit) s += ", ...";
+  return s;
+}
+
+}  // namespace
+
+std::string render_decode_header(const ValidationInputs& in, const std::string& preset) {
+  const BlockLayout& l = in.cache.layout;
+  std::string extras;
+  if (!in.query_start_loc.empty()) {
+    std::vector<std::int32_t> q_lens;
+    for (std::size_t b = 0; b + 1 < in.query_start_loc.size(); ++b) {
+      q_lens.push_back(in.query_start_loc[b + 1] - in.query_start_loc[b]);
+    }
+    extras += sprintf_string("; %d query rows (q_len %s)", in.num_query_rows, join_ints(q_lens).c_str());
+  }
+  if (!in.sinks.empty()) extras += "; sinks";
+  if (in.sliding_window != 0) extras += sprintf_string("; sliding_window %d", in.sliding_window);
+  return sprintf_string("format   %s: %s; block_size %d, Hk %d, Hq %d\n", preset.c_str(), describe(l.format).c_str(),
+                        l.block_size, l.num_kv_heads, in.num_q_heads) +
+         sprintf_string("decode   %d sequences, seq_lens %s%s; %d splits; scale %.9g; golden = cpu-ref\n", in.batch,
+                        join_ints(in.seq_lens).c_str(), extras.c_str(), in.num_splits, in.scale);
 }
 
 }  // namespace turboquant::checks

@@ -108,6 +108,13 @@ struct ValidationReport {
 // A failed comparison is not an error: it is report->pass == false.
 Status validate_output(const ValidationInputs& inputs, ValidationReport* report);
 
+// The two lines tq validate prints after "case" (turboquant.validate's repr
+// starts with them): the format (`preset` is its name) and the decode call,
+// with the query rows, sinks and window of a multi-token call.
+//   format   4bit_nc: ...; block_size 16, Hk 2, Hq 8
+//   decode   2 sequences, seq_lens 37, 5; 32 splits; scale 0.0883883476; golden = cpu-ref
+std::string render_decode_header(const ValidationInputs& inputs, const std::string& preset);
+
 // What tq validate prints after its case header: the table, the notes, the
 // location of the largest error and the PASS / FAIL line (on FAIL, how the
 // kernel error compares with the format's own).

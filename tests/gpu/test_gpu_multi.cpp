@@ -110,13 +110,18 @@ TEST(GpuMultiToken, SequencesWithoutRowsAndWindowsInsideATile) {
   }
 }
 
-// Past the fast grid's z limit (rows / R + batch > 65535) the strict kernels
-// take multi-token rows in fast mode too (shapes only: no buffer is read).
-TEST(GpuMultiToken, FastGridPastItsLimitTakesTheStrictKernel) {
+// Two sequences of 3 and 2 query rows, for the shape-only tests below.
+MultiProblem two_sequences_with_rows() {
   testing::MultiSpec spec;
   spec.base.seq_lens = {40, 9};
   spec.q_lens = {3, 2};
-  const MultiProblem m = make_multi_problem(spec);
+  return make_multi_problem(spec);
+}
+
+// Past the fast grid's z limit (rows / R + batch > 65535) the strict kernels
+// take multi-token rows in fast mode too (shapes only: no buffer is read).
+TEST(GpuMultiToken, FastGridPastItsLimitTakesTheStrictKernel) {
+  const MultiProblem m = two_sequences_with_rows();
   std::vector<float> out, lse;
   DecodeArgs a = m.args(out, lse);
   EXPECT_STREQ(cuda::decode_kernel_name(m.p.view(), a, cuda::CudaMode::kFast), "cuda:fast");
@@ -126,10 +131,7 @@ TEST(GpuMultiToken, FastGridPastItsLimitTakesTheStrictKernel) {
 }
 
 TEST(GpuMultiToken, RowsPastTheGridLimitAreRefused) {
-  testing::MultiSpec spec;
-  spec.base.seq_lens = {40, 9};
-  spec.q_lens = {3, 2};
-  const MultiProblem m = make_multi_problem(spec);
+  const MultiProblem m = two_sequences_with_rows();
   std::vector<float> out, lse;
   DecodeArgs a = m.args(out, lse);
   EXPECT_TRUE(cuda::decode_can_implement(m.p.view(), a, cuda::CudaMode::kFast).ok());

@@ -269,8 +269,8 @@ def test_vllm_decode_drop_ins_on_cases(path, strict, monkeypatch):
     device = drop_in_device()
     if strict:
         monkeypatch.setenv("TURBOQUANT_VLLM_BACKEND", "cuda-strict")
-    if case.layout.fp8_format == "e4b15" and device == "cuda" and torch.cuda.get_device_capability() >= (8, 9):
-        pytest.skip("the drop-in reads e4b15 caches on GPUs below sm_89 only (vLLM's rule)")
+    if case.layout.fp8_format == "e4b15" and (device == "cpu" or torch.cuda.get_device_capability() >= (8, 9)):
+        pytest.skip("the drop-in reads e4b15 caches on GPUs below sm_89 only (vLLM's rule; CPU tensors: e4m3)")
     a = vllm_args(case, device)
     q, cache, table, lens = on(device, case)
     want = golden(case)
@@ -327,9 +327,6 @@ def test_vllm_drop_ins_refuse_what_they_cannot_honour():
         aos_decode.triton_turboquant_decode_attention(*base, 2, a["key_packed_size"], 4, norm_correction=True)
     with pytest.raises(ValueError, match="key_packed_size"):
         aos_decode.triton_turboquant_decode_attention(*base, 4, 60, 4, norm_correction=True)
-    with pytest.raises(ValueError, match="sinks"):
-        soa_v1.triton_turboquant_decode_attention(*base, 4, a["key_packed_size"], 4, norm_correction=True,
-                                                  sinks=torch.zeros(q.shape[1]))
     # A rotation that is not the Hadamard matrix is passed as the dense rotation: the result
     # follows it (here a sign flip of the first axis, applied to the query and the cache alike
     # would be needed to keep it; the decode must simply differ from the Hadamard one).
@@ -343,6 +340,86 @@ def test_vllm_drop_ins_refuse_what_they_cannot_honour():
     out = aos_decode.triton_turboquant_decode_attention(*base[:5], shifted, case.scale, 4, a["key_packed_size"], 4,
                                                         norm_correction=True, PiT=a["Pi"])
     np.testing.assert_array_equal(out.float().numpy(), golden(case, centroids=shifted.numpy()))
+
+
+SOA_CASES = [c for c in CASES if "vllm-soa" in c]
+SOA_MULTI = [p for p in sorted(os.path.dirname(m) for m in glob.glob(os.path.join(DATA, "vllm-multi", "*", "meta.json")))
+             if tq.load_case(p).layout.layout == "soa" and tq.load_case(p).sliding_window == 0]
+
+
+@pytest.mark.parametrize("path", SOA_CASES[:2], ids=os.path.basename)
+def test_vllm_soa_v1_sinks_enter_the_denominator_and_the_lse(path):
+    """vLLM's v1 takes sinks: the golden model's sink (out) and vLLM's LSE, which counts it."""
+    from turboquant.vllm.ops.turboquant_soa import triton_turboquant_decode as soa_v1
+    case = tq.load_case(path)
+    device = drop_in_device()
+    a = vllm_args(case, device)
+    q, cache, table, lens = on(device, case)
+    B, Hq, _ = q.shape
+    sinks = torch.linspace(-3.0, 6.0, Hq, dtype=torch.bfloat16)  # vLLM passes the model's dtype
+    sinks_f32 = sinks.float().numpy()
+    want_lse = np.zeros((B, Hq), np.float32)
+    want = golden(case, sinks=sinks_f32, lse=want_lse)
+    lse_buf = torch.empty(B, Hq, device=device)
+    out = soa_v1.triton_turboquant_decode_attention(
+        q, cache, table, lens, a["Pi"], a["centroids"], case.scale, a["mse_bits"], a["key_packed_size"],
+        a["value_quant_bits"], key_fp8=a["key_fp8"], norm_correction=a["norm_correction"], PiT=a["Pi"],
+        max_num_kv_splits=case.num_splits, lse_buf=lse_buf, sinks=sinks.to(device))
+    got = out.float().cpu().numpy()
+    if device == "cpu":
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert rel_l2(got, want) <= 1e-3
+    np.testing.assert_allclose(lse_buf.cpu().numpy(), np.logaddexp(want_lse, sinks_f32[None, :]), rtol=1e-6, atol=1e-5)
+    assert rel_l2(got, golden(case)) > 1e-3  # the sinks changed the output
+
+
+@pytest.mark.parametrize("path", SOA_MULTI, ids=os.path.basename)
+@pytest.mark.parametrize("given_output", [False, True])
+def test_vllm_unified_attention_on_the_multi_token_cases(path, given_output):
+    """vLLM's unified launcher (query_start_loc, sinks) on the cases made with vLLM's own
+    unified kernel: the golden model's rows, within vLLM's fp16 error of its output."""
+    from turboquant.vllm.ops.turboquant_soa import triton_turboquant_unified_attention as unified
+    case = tq.load_case(path)
+    device = drop_in_device()
+    a = vllm_args(case, device)
+    q, cache, table, lens = on(device, case)  # float32 queries (vLLM's are fp16/bf16; the library takes all three)
+    qsl = torch.from_numpy(case.query_start_loc).to(device)
+    sinks = None if case.sinks is None else torch.from_numpy(case.sinks).to(device)
+    want = case.decode(backend="cpu-ref", num_splits=32)
+    output = torch.full(q.shape, 7.0, dtype=q.dtype, device=device) if given_output else None
+    out = unified.triton_turboquant_unified_attention(
+        q, cache, table, lens, qsl, a["Pi"], a["centroids"], case.scale, a["mse_bits"], a["key_packed_size"],
+        a["value_quant_bits"], case.layout.value_data_bytes + 4, key_fp8=a["key_fp8"],
+        norm_correction=a["norm_correction"], output=output, max_query_len=16, sinks=sinks)
+    if given_output:
+        assert out.data_ptr() == output.data_ptr()
+    assert out.dtype == q.dtype and tuple(out.shape) == tuple(q.shape)
+    got = out.float().cpu().numpy()
+    if device == "cpu":
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert rel_l2(got, want) <= 1e-3
+    assert rel_l2(got, case.expected_out) <= 1e-3  # vLLM's kernel computes in fp16 tiles: about 4.6e-4
+    assert case.validate(got).ok
+
+
+def test_vllm_unified_attention_refuses_bad_arguments():
+    from turboquant.vllm.ops.turboquant_soa import triton_turboquant_unified_attention as unified
+    case = tq.load_case(SOA_MULTI[0])
+    a = vllm_args(case, "cpu")
+    q, cache, table, lens = on("cpu", case)
+    qsl = torch.from_numpy(case.query_start_loc)
+    args = (q, cache, table, lens, qsl, a["Pi"], a["centroids"], case.scale, a["mse_bits"], a["key_packed_size"],
+            a["value_quant_bits"], 0)
+    with pytest.raises(ValueError, match="sinks: 3 values"):
+        unified.triton_turboquant_unified_attention(*args, norm_correction=True, sinks=torch.zeros(3))
+    with pytest.raises(ValueError, match="output: shape"):
+        unified.triton_turboquant_unified_attention(*args, norm_correction=True, output=torch.zeros(2, 2, 2))
+    with pytest.raises(TypeError, match="query_start_loc: dtype int64 is not int32"):
+        unified.triton_turboquant_unified_attention(*args[:4], qsl.to(torch.int64), *args[5:], norm_correction=True)
+    with pytest.raises(ValueError, match="norm_correction=False"):
+        unified.triton_turboquant_unified_attention(*args)
 
 
 @cuda

@@ -188,22 +188,39 @@ def workspace(device, nbytes):
     return buf
 
 
-def run_decode(query, kv_cache, block_table, seq_lens, lay, scale, num_splits, out, lse, rot, cb):
+def sink_logits(sinks, num_q_heads, device):
+    """vLLM's sinks ([Hq], any float dtype) as the library takes them: float32, contiguous,
+    on the query's device; None stays None."""
+    if sinks is None:
+        return None
+    if sinks.numel() != num_q_heads:
+        raise ValueError(f"sinks: {sinks.numel()} values, expected one per query head (Hq = {num_q_heads})")
+    if sinks.device != device:
+        raise ValueError(f"sinks: on {sinks.device}, the query on {device}")
+    return dense(sinks.reshape(num_q_heads).to(torch.float32))
+
+
+def run_decode(query, kv_cache, block_table, seq_lens, lay, scale, num_splits, out, lse, rot, cb,
+               query_start_loc=None, sinks=None):
     """turboquant.decode with vLLM's tensors: contiguous inputs, the first B rows of
-    seq_lens / block_table, a workspace on CUDA, and outputs that may be strided views
-    of vLLM's buffers (written through a contiguous temporary then)."""
-    B = query.shape[0]
+    seq_lens / block_table (B: sequences, query_start_loc's B + 1 entries or one row
+    each), a workspace on CUDA, and outputs that may be strided views of vLLM's buffers
+    (written through a contiguous temporary then). `sinks`: float32 [Hq] (sink_logits)."""
+    rows = query.shape[0]
+    B = rows if query_start_loc is None else query_start_loc.shape[0] - 1
     q = dense(query)
     table = dense(block_table[:B])
     lens = dense(seq_lens[:B])
+    qsl = None if query_start_loc is None else dense(query_start_loc)
     target_out = out if out.is_contiguous() else torch.empty(out.shape, dtype=out.dtype, device=out.device)
     target_lse = lse if lse is None or lse.is_contiguous() else torch.empty(lse.shape, dtype=lse.dtype,
                                                                             device=lse.device)
     ws = None
     if q.is_cuda:
-        ws = workspace(q.device, _tq.decode_workspace_bytes(B, q.shape[1], num_splits, lay.head_dim))
+        ws = workspace(q.device, _tq.decode_workspace_bytes(rows, q.shape[1], num_splits, lay.head_dim))
     _tq.decode(q, kv_cache, table, lens, lay, scale, num_splits, target_out, target_lse,
-               backend() if q.is_cuda else None, workspace=ws, centroids=cb, rotation=rot)
+               backend() if q.is_cuda else None, workspace=ws, centroids=cb, rotation=rot, query_start_loc=qsl,
+               sinks=sinks)
     if target_out is not out:
         out.copy_(target_out)
     if target_lse is not lse:

@@ -12,9 +12,8 @@ from ... import _adapter
 def soa_decode(query, kv_cache, block_table, seq_lens, Pi, centroids, scale, mse_bits, key_packed_size,
                value_quant_bits, key_fp8, norm_correction, PiT, output_buf, lse_buf, buf_holder, max_num_kv_splits,
                sinks=None):
-    if sinks is not None:
-        raise ValueError("sinks: attention sinks are not supported by turboquant's decode yet (pass sinks=None)")
     B, Hq, D = query.shape
+    sink = _adapter.sink_logits(sinks, Hq, query.device)
     lay, cb, rot = _adapter.decode_setup(query, kv_cache, "soa", Pi, PiT, centroids, mse_bits, key_packed_size,
                                          value_quant_bits, key_fp8, norm_correction)
     # vLLM allocates fp32 and returns .to(query.dtype): writing the query's dtype
@@ -22,5 +21,8 @@ def soa_decode(query, kv_cache, block_table, seq_lens, Pi, centroids, scale, mse
     dtype = query.dtype if output_buf is None else output_buf.dtype
     out = _adapter.reuse(output_buf, B, (B, Hq, D), dtype, query.device, buf_holder, "_tq_output_buf")
     lse = _adapter.reuse(lse_buf, B, (B, Hq), torch.float32, query.device, buf_holder, "_tq_lse_buf")
-    _adapter.run_decode(query, kv_cache, block_table, seq_lens, lay, scale, int(max_num_kv_splits), out, lse, rot, cb)
+    _adapter.run_decode(query, kv_cache, block_table, seq_lens, lay, scale, int(max_num_kv_splits), out, lse, rot, cb,
+                        sinks=sink)
+    if sink is not None:  # vLLM's LSE counts the sink (its split 0 starts at m = sink, l = 1); the library's does not
+        lse.copy_(torch.logaddexp(lse, sink.to(lse.dtype)[None, :]))
     return out.to(query.dtype)

@@ -37,7 +37,8 @@ def triton_turboquant_decode_attention(
     """Decode attention over the SoA cache; returns ``output.to(query.dtype)`` where
     output is ``output_buf[:B]`` (at least B rows, any dtype) or a new tensor. The LSE
     goes to ``lse_buf[:B]``. ``mid_o_buf`` is not used (the library's own workspace
-    holds the partials). Sinks are not supported yet: non-None is a ValueError."""
+    holds the partials). ``sinks`` ([Hq], the scaled scores' units) add exp(sink) to each
+    head's softmax denominator; the LSE then counts them, as vLLM's does."""
     return soa_decode(query, kv_cache, block_table, seq_lens, Pi, centroids, scale, mse_bits, key_packed_size,
                       value_quant_bits, key_fp8, norm_correction, PiT, output_buf, lse_buf, buf_holder,
                       max_num_kv_splits, sinks)

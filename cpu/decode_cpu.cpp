@@ -5,7 +5,10 @@
 // deterministic whatever the thread count because every task writes only its
 // own slice:
 //   1. queries: rotate and scale every (row, query head) once;
-//   2. items:   (row, KV head, non-empty split) -> partial softmax states;
+//   2. items:   (row, KV head, non-empty split) -> partial softmax states; the
+//               rows of a sequence with several (q_len > 1) share one item per
+//               (KV head, split index), which reads the union of their split-s
+//               ranges once for all of them (decode_rows), the same bits;
 //   3. merge:   (row, query head) -> output row and LSE, splits in order.
 #include <tbb/blocked_range.h>
 #include <tbb/enumerable_thread_specific.h>
@@ -34,8 +37,11 @@ using cpu::DecodeProblem;
 // sequence needs more.
 constexpr std::int64_t kWorkspaceCap = std::int64_t{64} << 20;  // 256 MiB
 
+// Rows [b, b + rows) of one sequence, KV head h, split s; `work` (tokens
+// summed over the rows) orders the items.
 struct Item {
-  int b, h, s, tokens;
+  int b, rows, h, s;
+  std::int64_t work;
 };
 
 // The workspace of a chunk of sequences: their prepared query rows, then
@@ -57,6 +63,7 @@ ChunkLayout chunk_layout(int dims, std::int64_t rows, int max_used_splits) {
 struct QueryRows {
   std::vector<std::int32_t> len, begin, seq;
   std::vector<float> sink_logits;
+  int max_q_len = 1;
 
   // Points p at the arrays; returns the number of rows.
   int attach(const DecodeArgs& a, DecodeProblem* p) {
@@ -65,6 +72,7 @@ struct QueryRows {
     const auto* starts = static_cast<const std::int32_t*>(a.query_start_loc.data);
     for (int b = 0; b < a.batch; ++b) {
       const int q_len = starts != nullptr ? starts[b + 1] - starts[b] : 1;
+      max_q_len = std::max(max_q_len, q_len);
       for (int i = 0; i < q_len; ++i) {
         const core::TokenRange r = core::attended_range(seq_lens[b] - q_len + i, a.sliding_window);
         len.push_back(r.size());
@@ -84,7 +92,7 @@ struct QueryRows {
   }
 };
 
-// Decodes query rows [b0, b1) (sequences, one row each, without query_start_loc) with `ws` (layout c) holding their queries and partials.
+// Decodes query rows [b0, b1) with `ws` (layout c) holding their queries and partials.
 void run_chunk(const cpu::IsaKernels& k, DecodeProblem p, const DecodeArgs& a, const core::Rotation& rot, int b0,
                int b1, float* ws, const ChunkLayout& c, tbb::enumerable_thread_specific<std::vector<float>>& scratch) {
   const BlockLayout& l = p.layout;
@@ -96,14 +104,20 @@ void run_chunk(const cpu::IsaKernels& k, DecodeProblem p, const DecodeArgs& a, c
   p.partial_acc = ws + c.query_floats;
   p.partial_ml = p.partial_acc + c.partials.ml_region_offset() / 4;
   std::vector<Item> items;  // non-empty work items, longest first (results do not depend on the order)
-  for (int b = b0; b < b1; ++b) {
-    const int used = cpu::used_splits(p.seq_lens[b], a.num_splits);
+  for (int b = b0; b < b1;) {
+    int e = b + 1;  // rows [b, e): one sequence's rows in this chunk
+    const auto same_sequence = [&](int r) { return p.row_sequence && p.row_sequence[r] == p.row_sequence[b]; };
+    while (e < b1 && e - b < cpu::kMaxItemRows && same_sequence(e)) ++e;
+    int used = 0;
+    for (int r = b; r < e; ++r) used = std::max(used, cpu::used_splits(p.seq_lens[r], a.num_splits));
     for (int s = 0; s < used; ++s) {
-      const int tokens = core::split_range(p.seq_lens[b], a.num_splits, s).size();
-      for (int h = 0; h < l.num_kv_heads; ++h) items.push_back({b, h, s, tokens});
+      std::int64_t work = 0;
+      for (int r = b; r < e; ++r) work += p.token_range(r, s).size();
+      for (int h = 0; h < l.num_kv_heads; ++h) items.push_back({b, e - b, h, s, work});
     }
+    b = e;
   }
-  std::stable_sort(items.begin(), items.end(), [](const Item& x, const Item& y) { return x.tokens > y.tokens; });
+  std::stable_sort(items.begin(), items.end(), [](const Item& x, const Item& y) { return x.work > y.work; });
   const auto local_scratch = [&scratch] {
     const auto address = reinterpret_cast<std::uintptr_t>(scratch.local().data());
     return reinterpret_cast<float*>((address + 63) & ~std::uintptr_t{63});
@@ -118,7 +132,14 @@ void run_chunk(const cpu::IsaKernels& k, DecodeProblem p, const DecodeArgs& a, c
   });
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, items.size(), 1), [&](const tbb::blocked_range<std::size_t>& r) {
     float* sc = local_scratch();
-    for (std::size_t i = r.begin(); i < r.end(); ++i) k.decode_item(p, items[i].b, items[i].h, items[i].s, sc);
+    for (std::size_t i = r.begin(); i < r.end(); ++i) {
+      const Item& it = items[i];
+      if (it.rows == 1) {
+        k.decode_item(p, it.b, it.h, it.s, sc);
+      } else {
+        k.decode_rows(p, it.b, it.b + it.rows, it.h, it.s, sc);
+      }
+    }
   });
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, rows, 4), [&](const tbb::blocked_range<std::int64_t>& r) {
     alignas(64) float out[core::kMaxHeadDim];
@@ -157,7 +178,8 @@ void run(const cpu::IsaKernels& k, const ConstCacheView& cache, const DecodeArgs
   QueryRows qr;
   const int rows = qr.attach(a, &p);
 
-  const std::int64_t scratch_floats = cpu::decode_scratch_floats(p.group) + 16;
+  const std::int64_t scratch_floats =
+      (qr.max_q_len > 1 ? cpu::decode_rows_scratch_floats(p.group, dims) : cpu::decode_scratch_floats(p.group)) + 16;
   tbb::enumerable_thread_specific<std::vector<float>> scratch(
       [scratch_floats] { return std::vector<float>(static_cast<std::size_t>(scratch_floats)); });
 

@@ -8,6 +8,12 @@
 // writes, records and metadata), the fraction of a memory-read bandwidth probe
 // measured in this process with the same thread count, and ns per token-head
 // (per KV head and token, all 4 query heads of the group served).
+// Multi-token rows (issue 13, "decode-multi/"): B 4 x 8192 with q_len 4, 16,
+// 128 query rows per sequence (and q_len 16 with a 1024-token window),
+// decoded as query_start_loc rows ("/rows") and as the same rows expanded to
+// single-token rows with synthetic lengths ("/expanded", what vLLM does);
+// x_single is the time over the single-token decode of the same cache
+// ("/q1/single", run first).
 //
 //   bench_cpu [--benchmark_filter=decode/4bit_nc] [google benchmark flags]
 #include <benchmark/benchmark.h>
@@ -22,6 +28,7 @@
 #include <vector>
 
 #include "bandwidth_probe.hpp"
+#include "common/multi_problem.hpp"
 #include "common/random_problem.hpp"
 #include "turboquant/cpu.hpp"
 
@@ -122,12 +129,85 @@ void encode(benchmark::State& st, Preset preset, LayoutKind layout, int tokens, 
   st.counters["Mtoken_heads_per_s"] = token_heads / (seconds / static_cast<double>(st.iterations())) / 1e6;
 }
 
+// Registers a wall-clock benchmark reported in milliseconds.
+template <class Fn>
+benchmark::internal::Benchmark* reg(const std::string& name, Fn fn) {
+  return benchmark::RegisterBenchmark(name.c_str(), fn)->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
+// ---- multi-token rows ------------------------------------------------------
+
+// problem()'s 4bit_nc cache of `batch` x `seq_len` tokens with q_len query
+// rows per sequence (one copy of the cache per (q_len, window)).
+const testing::MultiProblem& multi_problem(int batch, int seq_len, int q_len, int window) {
+  static std::map<std::tuple<int, int, int, int>, std::unique_ptr<testing::MultiProblem>> cache;
+  auto& slot = cache[{batch, seq_len, q_len, window}];
+  if (!slot) {
+    const testing::Problem& p = problem(Preset::k4BitNc, LayoutKind::kSoA, batch, seq_len);
+    testing::MultiSpec spec;
+    spec.base = p.spec;
+    spec.q_lens.assign(batch, q_len);
+    spec.window = window;
+    slot = std::make_unique<testing::MultiProblem>(testing::multi_rows(p, spec));
+  }
+  return *slot;
+}
+
+// Milliseconds of the single-token decode of each multi_problem cache, per
+// thread count, as measured by its "/q1/single" row.
+std::map<std::pair<int, int>, double>& single_ms() {
+  static std::map<std::pair<int, int>, double> ms;
+  return ms;
+}
+
+// mode: "single" (the cache's B single-token rows), "rows" (query_start_loc),
+// "expanded" (the same rows as single-token rows with synthetic lengths).
+void decode_multi(benchmark::State& st, int batch, int seq_len, int q_len, int window, int threads,
+                  const std::string& isa, const std::string& mode) {
+  const testing::MultiProblem& m = multi_problem(batch, seq_len, q_len, window);
+  std::vector<float> out, lse;
+  DecodeArgs a = mode == "single" ? m.p.args(out, lse) : mode == "rows" ? m.args(out, lse) : m.expanded_args(out, lse);
+  if (mode == "single") a.sliding_window = window;
+  const CpuOptions opt{threads, isa};
+  double seconds = 0;
+  for (auto _ : st) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Status s = decode_cpu(m.p.view(), a, opt);
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!s.ok()) st.SkipWithError(s.to_string().c_str());
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double token_heads = double(batch) * seq_len * kKvHeads;
+  report(st, seconds, token_heads * m.p.layout.format.slot_bytes(), token_heads, threads);
+  const double ms = seconds / static_cast<double>(st.iterations()) * 1e3;
+  if (mode == "single") single_ms()[{window, threads}] = ms;
+  const auto single = single_ms().find({window, threads});
+  st.counters["x_single"] = single != single_ms().end() ? ms / single->second : 0.0;
+  st.counters["rows"] = mode == "single" ? batch : double(batch) * q_len;
+}
+
+void register_multi(const std::string& isa) {
+  constexpr int kBatch = 4;
+  constexpr int kSeq = 8192;
+  struct Case {
+    int q_len, window;
+  };
+  for (int threads : {2, 1}) {
+    for (const Case c : {Case{1, 0}, Case{4, 0}, Case{16, 0}, Case{128, 0}, Case{1, 1024}, Case{16, 1024}}) {
+      for (const std::string mode : {"single", "rows", "expanded"}) {
+        if ((c.q_len == 1) != (mode == "single")) continue;
+        const std::string name = "decode-multi/4bit_nc/B" + std::to_string(kBatch) + "x" + std::to_string(kSeq) +
+                                 (c.window ? "/w" + std::to_string(c.window) : "") + "/q" + std::to_string(c.q_len) +
+                                 "/t" + std::to_string(threads) + "/" + isa + "/" + mode;
+        reg(name, [=](benchmark::State& st) { decode_multi(st, kBatch, kSeq, c.q_len, c.window, threads, isa, mode); });
+      }
+    }
+  }
+}
+
 void register_all() {
   const std::string best = available_isas().back();
   const std::vector<std::pair<int, int>> shapes = {{1, 32768}, {4, 8192}, {16, 2048}};
-  const auto reg = [](const std::string& name, auto fn) {
-    return benchmark::RegisterBenchmark(name.c_str(), fn)->UseRealTime()->Unit(benchmark::kMillisecond);
-  };
   constexpr LayoutKind kSoA = LayoutKind::kSoA;
   constexpr LayoutKind kAoS = LayoutKind::kAoS;
   for (LayoutKind layout : {kSoA, kAoS}) {
@@ -170,6 +250,7 @@ void register_all() {
       }
     }
   }
+  register_multi(best);
   reg("encode/4bit_nc/f32/N8192/t1/reference",
       [](benchmark::State& st) { encode(st, Preset::k4BitNc, kSoA, 8192, DType::kFloat32, 1, "reference"); })
       ->Iterations(3);

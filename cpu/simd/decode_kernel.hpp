@@ -13,6 +13,11 @@
 //   values  per dim chunk: acc * alpha, then one fma per token in token order;
 //           a token's 16 possible values fma(code, scale, zero) are computed
 //           once into a table and looked up by code.
+//
+// The per-tile steps (metadata, FP8 keys of the scalar decode, the norm
+// correction, the value tables, fold_tile) are also the rows item's
+// (decode_rows.hpp), which runs them on keys and values decoded once for
+// several query rows.
 #pragma once
 
 #include <cmath>
@@ -124,6 +129,95 @@ struct DecodeKernels : DecodeTileOps<A> {
     }
   }
 
+  // What every tile of an item uses: the key centroids and the value codes
+  // 0..2^bits-1 (each stored twice for 3 bits: the lookups' fourth index bit
+  // is garbage there), and the lane indices 0..15 that mask a short tile.
+  template <int KeyBits, int VBits>
+  struct TileConstants {
+    typename S::Table key_table;
+    F codes_f[R];
+    F lanes[R];
+    explicit TileConstants(const DecodeProblem& p) {
+      alignas(64) float lut[16];
+      alignas(64) float code_values[16];
+      alignas(64) float lane_index[16];
+      for (int i = 0; i < 16; ++i) {
+        lut[i] = KeyBits == 8 ? 0.0f : p.codebook->centroids[i & ((1 << (KeyBits == 8 ? 4 : KeyBits)) - 1)];
+        code_values[i] = static_cast<float>(i & ((1 << VBits) - 1));
+        lane_index[i] = static_cast<float>(i);
+      }
+      key_table = S::table(lut);
+      for (int r = 0; r < R; ++r) {
+        codes_f[r] = F::load_aligned(code_values + r * W);
+        lanes[r] = F::load_aligned(lane_index + r * W);
+      }
+    }
+  };
+
+  // A tile's metadata: key norms (Lloyd-Max keys) and value scales and zeros.
+  template <int KeyBits>
+  static void tile_meta(const TileWalker<A>& walker, const TileRecords& t, F* norms, float* vscale, float* vzero) {
+    if constexpr (KeyBits != 8) walker.meta(t, 0, norms);
+    F tmp[R];
+    walker.meta(t, 1, tmp);
+    for (int r = 0; r < R; ++r) tmp[r].store_aligned(vscale + r * W);
+    walker.meta(t, 2, tmp);
+    for (int r = 0; r < R; ++r) tmp[r].store_aligned(vzero + r * W);
+  }
+
+  // Bit i set: FP8 key i takes the scalar decode, where the vector one does
+  // not apply: e4m3 NaN codes (never written by an encoder), and every e4b15 key.
+  template <int KeyBits>
+  static std::uint32_t scalar_keys(const core::Format& f, const TileRecords& t) {
+    std::uint32_t mask = 0;
+    if constexpr (KeyBits == 8) {
+      if (f.fp8_format != core::Fp8Format::kE4m3) return (1u << t.n) - 1u;
+      for (int i = 0; i < t.n; ++i) mask |= S::fp8_has_nan(t.key[i], f.head_dim) ? 1u << i : 0u;
+    }
+    return mask;
+  }
+
+  // Slots n..15 of a short last tile: defined (ignored) lanes.
+  static void clear_slots(float* red, int heads, int n) {
+    for (int i = n; i < kTile; ++i) {
+      for (int g = 0; g < heads; ++g) {
+        float* at = red + (g * kTile + S::slot_of(i)) * S::kSlotFloats;
+        for (int j = 0; j < S::kSlotFloats; ++j) at[j] = 0.0f;
+      }
+    }
+  }
+
+  // core::corrected_key_norm lane by lane: norm * (1 / sqrt(sum c^2 + 1e-16)),
+  // from the reduced lanes of dot16(c, c).
+  static void correct_norms(const float* red_self, F* norms) {
+    F sum_sq[R];
+    S::reduce_tile(red_self, sum_sq);
+    for (int r = 0; r < R; ++r) norms[r] = norms[r] * (F(1.0f) / xsimd::sqrt(sum_sq[r] + F(core::kCorrectionEpsilon)));
+  }
+
+  // Each token's dequantized values fma(code, scale, zero) as a 16-entry table.
+  static void value_tables(const F* codes_f, const float* vscale, const float* vzero, int n, float* vt) {
+    for (int i = 0; i < n; ++i) {
+      const F scale(vscale[i]);
+      const F zero(vzero[i]);
+      for (int r = 0; r < R; ++r) fma_rn<A>(codes_f[r], scale, zero).store_unaligned(vt + 16 * i + r * W);
+    }
+  }
+
+  static void start_states(const Scratch& sc, int group) {
+    for (int g = 0; g < group; ++g) {
+      sc.run_max[g] = -core::kInf;
+      sc.run_sum[g] = 0.0f;
+    }
+  }
+  static void store_states(const DecodeProblem& p, const Scratch& sc, int b, int h, int s) {
+    for (int g = 0; g < p.group; ++g) {
+      float* ml = p.max_sum(b, h * p.group + g, s);
+      ml[0] = sc.run_max[g];
+      ml[1] = sc.run_sum[g];
+    }
+  }
+
   template <int KeyBits, int VBits>
   static void item(const DecodeProblem& p, int b, int h, int s, float* scratch) {
     const core::TokenRange range = p.token_range(b, s);
@@ -133,33 +227,13 @@ struct DecodeKernels : DecodeTileOps<A> {
     const int group = p.group;
     const int value_offset = f.value_record_offset();
     // AoS _nc: the norm correction at decode, from dot16(c, c) of each key.
-    const bool correct_norms = KeyBits != 8 && f.norm_corrected_at_decode();
+    const bool correct = KeyBits != 8 && f.norm_corrected_at_decode();
     const std::int64_t acc_stride = p.partials.acc_row_stride();  // between the group's query heads
     float* part = p.acc(b, h * group, s);
     const float* queries = p.query(b, h * group);
     const Scratch sc(scratch, group);
-    for (int g = 0; g < group; ++g) {
-      sc.run_max[g] = -core::kInf;
-      sc.run_sum[g] = 0.0f;
-    }
-
-    // Key centroids and value codes 0..2^bits-1, each stored twice for 3 bits
-    // (the lookups' fourth index bit is garbage there).
-    alignas(64) float lut[16];
-    alignas(64) float code_values[16];
-    alignas(64) float lane_index[16];
-    for (int i = 0; i < 16; ++i) {
-      lut[i] = KeyBits == 8 ? 0.0f : p.codebook->centroids[i & ((1 << (KeyBits == 8 ? 4 : KeyBits)) - 1)];
-      code_values[i] = static_cast<float>(i & ((1 << VBits) - 1));
-      lane_index[i] = static_cast<float>(i);
-    }
-    const typename S::Table key_table = S::table(lut);
-    F codes_f[R];
-    F lanes[R];
-    for (int r = 0; r < R; ++r) {
-      codes_f[r] = F::load_aligned(code_values + r * W);
-      lanes[r] = F::load_aligned(lane_index + r * W);
-    }
+    start_states(sc, group);
+    const TileConstants<KeyBits, VBits> tc(p);
 
     // Tiles are walked (and prefetched into L2) two tiles ahead of use.
     TileWalker<A> walker(p, b, h, range);
@@ -171,41 +245,25 @@ struct DecodeKernels : DecodeTileOps<A> {
       walker.next(tiles[(k + 2) % 3]);
       const int n = t.n;
       F norms[R];
-      if constexpr (KeyBits != 8) walker.meta(t, 0, norms);
       alignas(64) float vscale[kTile];
       alignas(64) float vzero[kTile];
-      {
-        F tmp[R];
-        walker.meta(t, 1, tmp);
-        for (int r = 0; r < R; ++r) tmp[r].store_aligned(vscale + r * W);
-        walker.meta(t, 2, tmp);
-        for (int r = 0; r < R; ++r) tmp[r].store_aligned(vzero + r * W);
-      }
+      tile_meta<KeyBits>(walker, t, norms, vscale, vzero);
 
       // Keys: dot16 lanes of every (head, token) from one decode of the key.
-      // FP8 keys take a scalar decode where the vector one does not apply:
-      // e4m3 NaN codes (never written by an encoder), and every e4b15 key.
-      std::uint32_t scalar_keys = 0;
-      if constexpr (KeyBits == 8) {
-        if (f.fp8_format != core::Fp8Format::kE4m3) {
-          scalar_keys = (1u << n) - 1u;
-        } else {
-          for (int i = 0; i < n; ++i) scalar_keys |= S::fp8_has_nan(t.key[i], dims) ? 1u << i : 0u;
-        }
-      }
-      if (scalar_keys == 0) {
+      const std::uint32_t scalar = scalar_keys<KeyBits>(f, t);
+      if (scalar == 0) {
         for_head_blocks(group, [&]<int HB>(int g0) {
           const float* q = queries + std::int64_t{g0} * dims;
           float* red = sc.red + g0 * kTile * S::kSlotFloats;
-          if (correct_norms && g0 == 0) {
-            Ops::template keys_tile<KeyBits, HB, true>(t.key, n, key_table, q, dims, red, sc.red_self);
+          if (correct && g0 == 0) {
+            Ops::template keys_tile<KeyBits, HB, true>(t.key, n, tc.key_table, q, dims, red, sc.red_self);
           } else {
-            Ops::template keys_tile<KeyBits, HB>(t.key, n, key_table, q, dims, red);
+            Ops::template keys_tile<KeyBits, HB>(t.key, n, tc.key_table, q, dims, red);
           }
         });
       } else {
         for (int i = 0; i < n; ++i) {
-          const bool nan = (scalar_keys >> i) & 1u;
+          const bool nan = (scalar >> i) & 1u;
           if (nan) fallback::decode_fp8(f.fp8_format, t.key[i], dims, sc.kbuf);
           for_head_blocks(group, [&]<int HB>(int g0) {
             float* red = sc.red + g0 * kTile * S::kSlotFloats;
@@ -213,49 +271,28 @@ struct DecodeKernels : DecodeTileOps<A> {
             if (nan) {
               Ops::template dot_floats<HB>(sc.kbuf, q, dims, red, S::slot_of(i));
             } else {
-              Ops::template dot_token<KeyBits, HB>(t.key[i], key_table, q, dims, red, S::slot_of(i));
+              Ops::template dot_token<KeyBits, HB>(t.key[i], tc.key_table, q, dims, red, S::slot_of(i));
             }
           });
         }
       }
-      for (int i = n; i < kTile; ++i) {  // a short last tile: defined (ignored) lanes
-        for (int g = 0; g < group; ++g) {
-          float* at = sc.red + (g * kTile + S::slot_of(i)) * S::kSlotFloats;
-          for (int j = 0; j < S::kSlotFloats; ++j) at[j] = 0.0f;
-        }
-        float* self = sc.red_self + S::slot_of(i) * S::kSlotFloats;
-        for (int j = 0; j < S::kSlotFloats; ++j) self[j] = 0.0f;
-      }
-      if (correct_norms) {
-        // core::corrected_key_norm lane by lane: norm * (1 / sqrt(sum c^2 + 1e-16)).
-        F sum_sq[R];
-        S::reduce_tile(sc.red_self, sum_sq);
-        for (int r = 0; r < R; ++r) {
-          norms[r] = norms[r] * (F(1.0f) / xsimd::sqrt(sum_sq[r] + F(core::kCorrectionEpsilon)));
-        }
-      }
+      clear_slots(sc.red, group, n);
+      clear_slots(sc.red_self, 1, n);
+      if (correct) correct_norms(sc.red_self, norms);
 
-      fold_tile<KeyBits>(sc, group, n, norms, lanes);
+      fold_tile<KeyBits>(sc, group, n, norms, tc.lanes);
 
-      // Values: each token's dequantized values fma(code, scale, zero) as a
-      // table, looked up by code, dim chunk by dim chunk.
+      // Values: looked up in each token's table, dim chunk by dim chunk.
       const std::uint8_t* vals[kTile];
-      for (int i = 0; i < n; ++i) {
-        vals[i] = t.key[i] + value_offset;
-        const F scale(vscale[i]);
-        const F zero(vzero[i]);
-        for (int r = 0; r < R; ++r) fma_rn<A>(codes_f[r], scale, zero).store_unaligned(sc.vt + 16 * i + r * W);
-      }
+      for (int i = 0; i < n; ++i) vals[i] = t.key[i] + value_offset;
+      value_tables(tc.codes_f, vscale, vzero, n, sc.vt);
       for_head_blocks(group, [&]<int HB>(int g0) {
-        Ops::template values_tile<VBits, HB>(vals, n, dims, sc.vt, sc.probs + g0 * kTile, sc.alpha + g0,
-                                             part + g0 * acc_stride, acc_stride, k == 0);
+        Ops::template values_tile<HB>(typename Ops::template CodedValues<VBits>{vals, sc.vt}, n, dims,
+                                      sc.probs + g0 * kTile, sc.alpha + g0, part + g0 * acc_stride, acc_stride,
+                                      k == 0);
       });
     }
-    for (int g = 0; g < group; ++g) {
-      float* ml = p.max_sum(b, h * group + g, s);
-      ml[0] = sc.run_max[g];
-      ml[1] = sc.run_sum[g];
-    }
+    store_states(p, sc, b, h, s);
   }
 
   // Split merge for one query row (decode_reference's merge): the non-empty

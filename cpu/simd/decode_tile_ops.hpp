@@ -1,8 +1,9 @@
 // The hot loops of a decode work item, per tile of 16 tokens: the key dot
-// products of all query heads of a KV head (from one decode of each key) and
-// the value accumulation. Templated on the xsimd arch; the head count per
-// register block (HB) is a template parameter so that accumulators stay in
-// registers.
+// products of all query heads of a KV head (from one decode of each key, or
+// from keys decoded to floats once for several query rows: decode_rows.hpp)
+// and the value accumulation (from the value codes, or from decoded values).
+// Templated on the xsimd arch; the head count per register block (HB) is a
+// template parameter so that accumulators stay in registers.
 #pragma once
 
 #include <cstdint>
@@ -52,41 +53,52 @@ struct DecodeTileOps {
     }
   }
 
-  // dot16 lanes of one token's key against HB prepared queries (one chain of
-  // fused multiply-adds per lane, chunk by chunk, from +0), stored at the
-  // token's tile slot. With SelfDot also the lanes of dot16(c, c), the
-  // centroid sum of squares of the decode-time norm correction (AoS,
-  // core::decode_key_norm), from the same decode of the key, at red_self.
-  template <int KeyBits, int HB, bool SelfDot = false>
-  static void dot_token(const std::uint8_t* key, const typename S::Table& tab, const float* q, int dims, float* red,
-                        int slot, float* red_self = nullptr) {
-    F acc[HB][R];
+  // use(c, k) for each chunk c of one key's dims, k = key_chunk's values, in
+  // chunk order; with SelfDot also the lanes of dot16(k, k), the centroid sum
+  // of squares of the decode-time norm correction (AoS, core::decode_key_norm),
+  // from the same decode, stored at tile slot `slot` of red_self.
+  template <int KeyBits, bool SelfDot, class Use>
+  static void for_key_chunks(const std::uint8_t* key, const typename S::Table& tab, int dims, float* red_self,
+                             int slot, Use&& use) {
     F self[R];
-    TQ_UNROLL
-    for (int g = 0; g < HB; ++g)
-      TQ_UNROLL
-      for (int r = 0; r < R; ++r) acc[g][r] = F(0.0f);
     TQ_UNROLL
     for (int r = 0; r < R; ++r) self[r] = F(0.0f);
     for (int c = 0; c < dims / 16; ++c) {
       F k[R];
       key_chunk<KeyBits>(key, c, tab, k);
-      TQ_UNROLL
-      for (int g = 0; g < HB; ++g)
-        TQ_UNROLL
-        for (int r = 0; r < R; ++r)
-          acc[g][r] = fma_rn<A>(F::load_unaligned(q + std::int64_t{g} * dims + 16 * c + r * W), k[r], acc[g][r]);
+      use(c, k);
       if constexpr (SelfDot) {
         TQ_UNROLL
         for (int r = 0; r < R; ++r) self[r] = fma_rn<A>(k[r], k[r], self[r]);
       }
     }
-    TQ_UNROLL
-    for (int g = 0; g < HB; ++g) S::store_dot(red + (g * kTile + slot) * S::kSlotFloats, acc[g]);
     if constexpr (SelfDot) S::store_dot(red_self + slot * S::kSlotFloats, self);
   }
 
-  // The same for a key already decoded to fp32 (FP8 keys holding NaN codes).
+  // dot16 lanes of one token's key against HB prepared queries (one chain of
+  // fused multiply-adds per lane, chunk by chunk, from +0), stored at the
+  // token's tile slot; with SelfDot the lanes of dot16(c, c) at red_self's slot.
+  template <int KeyBits, int HB, bool SelfDot = false>
+  static void dot_token(const std::uint8_t* key, const typename S::Table& tab, const float* q, int dims, float* red,
+                        int slot, float* red_self = nullptr) {
+    F acc[HB][R];
+    TQ_UNROLL
+    for (int g = 0; g < HB; ++g)
+      TQ_UNROLL
+      for (int r = 0; r < R; ++r) acc[g][r] = F(0.0f);
+    for_key_chunks<KeyBits, SelfDot>(key, tab, dims, red_self, slot, [&](int c, const F* k) {
+      TQ_UNROLL
+      for (int g = 0; g < HB; ++g)
+        TQ_UNROLL
+        for (int r = 0; r < R; ++r)
+          acc[g][r] = fma_rn<A>(F::load_unaligned(q + std::int64_t{g} * dims + 16 * c + r * W), k[r], acc[g][r]);
+    });
+    TQ_UNROLL
+    for (int g = 0; g < HB; ++g) S::store_dot(red + (g * kTile + slot) * S::kSlotFloats, acc[g]);
+  }
+
+  // The same for a key already decoded to fp32 (FP8 keys holding NaN codes;
+  // the keys of decode_rows' ring).
   template <int HB>
   static void dot_floats(const float* key, const float* q, int dims, float* red, int slot) {
     F acc[HB][R];
@@ -106,12 +118,31 @@ struct DecodeTileOps {
     for (int g = 0; g < HB; ++g) S::store_dot(red + (g * kTile + slot) * S::kSlotFloats, acc[g]);
   }
 
+  // Where value_chunk gets token t's values of dims [16c, 16c+16): looked up
+  // from its codes in the token's 16-entry table fma(code, scale, zero)
+  // (vt + 16 t), or loaded from values already decoded that way.
+  template <int VBits>
+  struct CodedValues {
+    const std::uint8_t* const* vals;  // [n] value codes of each token
+    const float* vt;                  // [n][16]
+    void operator()(int t, int c, F* v) const {
+      S::template lookup_mem<VBits>(S::template codes<VBits>(vals[t], c), vt + 16 * t, v);
+    }
+  };
+  struct DecodedValues {
+    const float* const* rows;  // [n] pointers to head_dim floats, 64-byte aligned
+    void operator()(int t, int c, F* v) const {
+      TQ_UNROLL
+      for (int r = 0; r < R; ++r) v[r] = F::load_aligned(rows[t] + 16 * c + r * W);
+    }
+  };
+
   // Dims [16c, 16c+16): acc[g] = acc * alpha[g], then fma(p[g][t], v_t, acc)
   // for t < n in token order. On a split's first tile the accumulator is +0
   // and alpha = exp2(-inf - ref) = 0, so acc * alpha is +0 without reading it.
-  template <int VBits, int HB>
-  static void value_chunk(const std::uint8_t* const* vals, int n, int c, const float* vt, const float* probs,
-                          const float* alpha, float* acc, std::int64_t acc_stride, bool first) {
+  template <int HB, class Values>
+  static void value_chunk(Values values, int n, int c, const float* probs, const float* alpha, float* acc,
+                          std::int64_t acc_stride, bool first) {
     F a[HB][R];
     TQ_UNROLL
     for (int g = 0; g < HB; ++g)
@@ -121,7 +152,7 @@ struct DecodeTileOps {
       }
     for (int t = 0; t < n; ++t) {
       F v[R];
-      S::template lookup_mem<VBits>(S::template codes<VBits>(vals[t], c), vt + 16 * t, v);
+      values(t, c, v);
       TQ_UNROLL
       for (int g = 0; g < HB; ++g) {
         const F prob(probs[g * kTile + t]);
@@ -135,6 +166,17 @@ struct DecodeTileOps {
       for (int r = 0; r < R; ++r) a[g][r].store_unaligned(acc + g * acc_stride + 16 * c + r * W);
   }
 
+  // A key decoded to head_dim floats at `out` (key_chunk's values), with
+  // dot16(c, c)'s lanes at slot `slot` of red_self when SelfDot.
+  template <int KeyBits, bool SelfDot>
+  static void decode_key(const std::uint8_t* key, const typename S::Table& tab, int dims, float* out, float* red_self,
+                         int slot) {
+    for_key_chunks<KeyBits, SelfDot>(key, tab, dims, red_self, slot, [&](int c, const F* k) {
+      TQ_UNROLL
+      for (int r = 0; r < R; ++r) k[r].store_aligned(out + 16 * c + r * W);
+    });
+  }
+
   // One tile's keys for HB heads, and one tile's values: out of line (and
   // flattened inside) so that each hot loop gets its own register allocation.
   template <int KeyBits, int HB, bool SelfDot = false>
@@ -145,11 +187,17 @@ struct DecodeTileOps {
       dot_token<KeyBits, HB, SelfDot>(keys[i], tab, q, dims, red, S::slot_of(i), red_self);
     }
   }
-  template <int VBits, int HB>
-  [[gnu::noinline, gnu::flatten]] static void values_tile(const std::uint8_t* const* vals, int n, int dims,
-                                                          const float* vt, const float* probs, const float* alpha,
-                                                          float* acc, std::int64_t acc_stride, bool first) {
-    for (int c = 0; c < dims / 16; ++c) value_chunk<VBits, HB>(vals, n, c, vt, probs, alpha, acc, acc_stride, first);
+  // The same for keys already decoded to floats (decode_key), one pointer per token.
+  template <int HB>
+  [[gnu::noinline, gnu::flatten]] static void decoded_keys_tile(const float* const* keys, int n, const float* q,
+                                                                int dims, float* red) {
+    for (int i = 0; i < n; ++i) dot_floats<HB>(keys[i], q, dims, red, S::slot_of(i));
+  }
+  template <int HB, class Values>
+  [[gnu::noinline, gnu::flatten]] static void values_tile(Values values, int n, int dims, const float* probs,
+                                                          const float* alpha, float* acc, std::int64_t acc_stride,
+                                                          bool first) {
+    for (int c = 0; c < dims / 16; ++c) value_chunk<HB>(values, n, c, probs, alpha, acc, acc_stride, first);
   }
 };
 

@@ -5,7 +5,7 @@
 // Include only from an ISA translation unit.
 #pragma once
 
-#include "decode_kernel.hpp"
+#include "decode_rows.hpp"
 #include "encode_kernel.hpp"
 
 namespace turboquant::cpu::simd {
@@ -14,6 +14,9 @@ template <class A>
 struct IsaEntryPoints {
   [[gnu::flatten]] static void decode_item(const DecodeProblem& p, int b, int h, int s, float* scratch) {
     DecodeKernels<A>::decode_item(p, b, h, s, scratch);
+  }
+  [[gnu::flatten]] static void decode_rows(const DecodeProblem& p, int r0, int r1, int h, int s, float* scratch) {
+    DecodeRowsKernels<A>::decode_rows(p, r0, r1, h, s, scratch);
   }
   [[gnu::flatten]] static void merge_row(const DecodeProblem& p, int b, int q_head, float* out, float* lse) {
     DecodeKernels<A>::merge_row(p, b, q_head, out, lse);
@@ -26,7 +29,7 @@ struct IsaEntryPoints {
 template <class A>
 constexpr IsaKernels isa_kernels(const char* name) {
   using E = IsaEntryPoints<A>;
-  return IsaKernels{name, &E::decode_item, &E::merge_row, &E::encode_tokens};
+  return IsaKernels{name, &E::decode_item, &E::decode_rows, &E::merge_row, &E::encode_tokens};
 }
 
 }  // namespace turboquant::cpu::simd

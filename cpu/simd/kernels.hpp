@@ -22,7 +22,9 @@ namespace turboquant::cpu {
 // head h, split s of its attended range (token_range: docs/ARITHMETIC.md §7);
 // it serves the `group` query heads h*group .. h*group+group-1 from one pass
 // over its bytes. With one row per sequence and no window, row b is sequence b
-// and its range core::split_range(seq_lens[b], num_splits, s).
+// and its range core::split_range(seq_lens[b], num_splits, s). A rows item
+// (r0, r1, h, s) does the items (b, h, s) of the consecutive rows r0 <= b < r1
+// of one sequence from one pass over the union of their ranges.
 struct DecodeProblem {
   const std::uint8_t* cache = nullptr;
   core::BlockLayout layout;
@@ -75,6 +77,19 @@ inline std::int64_t decode_scratch_floats(int group) {
   return std::int64_t{group} * (16 * 16 + 3 * 16) + 2 * 16 * 16 + core::kMaxHeadDim + 64;
 }
 
+// Rows items: at most kMaxItemRows rows (kMaxQueryLen, the longest q_len);
+// the rows advance after every kRowsChunk decoded tokens, which a ring of
+// kRowsRing tokens holds with the chunk before (decode_rows.hpp).
+inline constexpr int kMaxItemRows = 128;
+inline constexpr int kRowsChunk = 16;
+inline constexpr int kRowsRing = 2 * kRowsChunk;
+
+// Floats of per-task scratch a rows item needs (any ISA).
+inline std::int64_t decode_rows_scratch_floats(int group, int head_dim) {
+  return std::int64_t{2 * kRowsRing} * head_dim + kRowsRing + std::int64_t{2 * kMaxItemRows} * group +
+         decode_scratch_floats(group);
+}
+
 // One encode call, after validation.
 struct EncodeProblem {
   std::uint8_t* cache = nullptr;
@@ -92,6 +107,9 @@ struct IsaKernels {
   const char* name;  // "scalar", "avx2", "avx512"
   // Computes the partials of work item (b, h, s); does nothing for an empty split.
   void (*decode_item)(const DecodeProblem& p, int b, int h, int s, float* scratch);
+  // decode_item(p, b, h, s) for the rows r0 <= b < r1 of one sequence (at
+  // most kMaxItemRows), the same bits, with one read of their tokens.
+  void (*decode_rows)(const DecodeProblem& p, int r0, int r1, int h, int s, float* scratch);
   // Merges the splits of (b, q_head) into out_row[head_dim] (fp32) and *lse.
   void (*merge_row)(const DecodeProblem& p, int b, int q_head, float* out_row, float* lse);
   // Stores tokens [begin, end) (all KV heads each).

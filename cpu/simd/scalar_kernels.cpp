@@ -51,6 +51,12 @@ void decode_item(const DecodeProblem& p, int b, int h, int s, float* scratch) {
   }
 }
 
+// The scalar ISA keeps to the golden model's loop: one row at a time (it is
+// the contract's path on CPUs without AVX2, not a fast one).
+void decode_rows(const DecodeProblem& p, int r0, int r1, int h, int s, float* scratch) {
+  for (int b = r0; b < r1; ++b) decode_item(p, b, h, s, scratch);
+}
+
 void merge_row(const DecodeProblem& p, int b, int q_head, float* out, float* lse) {
   const int dims = p.head_dim();
   const auto empty = [&](int s) { return p.token_range(b, s).empty(); };
@@ -101,6 +107,6 @@ void encode_tokens(const EncodeProblem& p, std::int64_t begin, std::int64_t end)
 
 }  // namespace
 
-extern const IsaKernels kScalarKernels = {"scalar", &decode_item, &merge_row, &encode_tokens};
+extern const IsaKernels kScalarKernels = {"scalar", &decode_item, &decode_rows, &merge_row, &encode_tokens};
 
 }  // namespace turboquant::cpu

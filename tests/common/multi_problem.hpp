@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/random_problem.hpp"
@@ -65,9 +66,10 @@ struct MultiProblem {
   }
 };
 
-inline MultiProblem make_multi_problem(const MultiSpec& spec) {
+// The rows, sinks and window of `spec` over the cache p (made from spec.base).
+inline MultiProblem multi_rows(Problem p, const MultiSpec& spec) {
   MultiProblem m;
-  m.p = make_problem(spec.base);
+  m.p = std::move(p);
   m.sinks = spec.sinks;
   m.window = spec.window;
   const int dims = m.p.layout.format.head_dim;
@@ -88,6 +90,8 @@ inline MultiProblem make_multi_problem(const MultiSpec& spec) {
   for (float& q : m.query) q = normal(rng);
   return m;
 }
+
+inline MultiProblem make_multi_problem(const MultiSpec& spec) { return multi_rows(make_problem(spec.base), spec); }
 
 // ---- the shared grid of the multi-token tests ------------------------------
 

@@ -8,6 +8,7 @@
 
 #include "backend.hpp"
 #include "common.hpp"
+#include "turboquant/check/validate.hpp"
 #include "turboquant/io/npy.hpp"
 
 namespace tq {
@@ -59,7 +60,7 @@ int run_decode(const DecodeOptions& o) {
   }
   std::printf("decoded %lld sequences x %d heads (%s, %s, seq_lens %s) with %s in %.2f ms, %d splits\n",
               static_cast<long long>(c.batch), c.num_q_heads, c.preset_name.c_str(),
-              turboquant::describe(c.format).c_str(), join_ints(c.seq_lens.values).c_str(), backend->name().c_str(), ms,
+              turboquant::describe(c.format).c_str(), turboquant::checks::join_ints(c.seq_lens.values).c_str(), backend->name().c_str(), ms,
               splits);
   std::printf("wrote %s %s float32\n", o.out.c_str(), io::format_shape(out_shape).c_str());
   if (!o.lse.empty())

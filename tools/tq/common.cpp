@@ -162,11 +162,4 @@ std::string case_file_for_message(const io::CaseDir& c, const std::string& messa
   return c.path;
 }
 
-std::string join_ints(const std::vector<std::int32_t>& v, std::size_t limit) {
-  std::string s;
-  for (std::size_t i = 0; i < v.size() && i < limit; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  if (v.size() > limit) s += ", ...";
-  return s;
-}
-
 }  // namespace tq

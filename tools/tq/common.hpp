@@ -125,6 +125,5 @@ using turboquant::io::case_decode_args;
 std::string case_file_for_message(const turboquant::io::CaseDir& c, const std::string& message);
 
 // "1, 37, 300" (at most `limit` values, then "...").
-std::string join_ints(const std::vector<std::int32_t>& v, std::size_t limit = 8);
 
 }  // namespace tq

@@ -84,16 +84,12 @@ std::string render_report(const ValidationReport& r) {
                             g.worst_head, g.worst_rel_l2, why.c_str());
 }
 
-namespace {
-
-std::string join_ints(std::span<const std::int32_t> v, std::size_t limit = 8) {
+std::string join_ints(std::span<const std::int32_t> v, std::size_t limit) {
   std::string s;
   for (std::size_t i = 0; i < v.size() && i < limit; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
   if (v.size() > limit) s += ", ...";
   return s;
 }
-
-}  // namespace
 
 std::string render_decode_header(const ValidationInputs& in, const std::string& preset) {
   const BlockLayout& l = in.cache.layout;

@@ -114,6 +114,8 @@ Status validate_output(const ValidationInputs& inputs, ValidationReport* report)
 //   format   4bit_nc: ...; block_size 16, Hk 2, Hq 8
 //   decode   2 sequences, seq_lens 37, 5; 32 splits; scale 0.0883883476; golden = cpu-ref
 std::string render_decode_header(const ValidationInputs& inputs, const std::string& preset);
+// "1, 37, 300" (the first `limit` values, then ", ..."): how tq's headers list seq_lens.
+std::string join_ints(std::span<const std::int32_t> values, std::size_t limit = 8);
 
 // What tq validate prints after its case header: the table, the notes, the
 // location of the largest error and the PASS / FAIL line (on FAIL, how the

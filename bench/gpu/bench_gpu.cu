@@ -3,7 +3,7 @@
 // fraction of a device-to-device copy ceiling measured in the same run.
 //
 //   bench_gpu [--csv FILE] [--reps N] [--quick] [--layout soa|aos|both]
-//             [--preset P] [--shape BxS[,BxS...]] [--mode fast|strict|encode]
+//             [--preset P] [--shape BxS[,BxS...]] [--mode fast|strict|encode|dequantize]
 //             [--q-len Q[,Q...]]
 //
 // Decode shapes (B x seq): 1x4096, 1x32768, 8x8192, 32x8192, 64x4096,
@@ -18,6 +18,9 @@
 // the B x Q single-token rows vLLM expands them into ("qQ expanded": each row
 // its own sequence of length seq - Q + i + 1 over the same blocks). Q = 1 is
 // the plain decode.
+// --mode dequantize (only when named): cuda::dequantize_sequences of 8 x 8192
+// and 16 x 32768 tokens into [B, Hk, seq, D], fp16 keys in the rotated basis
+// (what vLLM's continuation prefill uses), fp16 / bf16 / fp32 in the original.
 // Bytes counted = cache bytes of the tokens read (once) + query + output. Small
 // caches are replicated and the graph cycles through the copies, so that the
 // timed reads come from HBM, not L2.
@@ -37,6 +40,7 @@
 
 #include "turboquant/core/token_codec.hpp"
 #include "turboquant/cuda.hpp"
+#include "turboquant/dequantize.hpp"
 
 namespace {
 
@@ -398,6 +402,62 @@ void bench_encode(Preset preset, LayoutKind layout, std::int64_t tokens, double 
   CHECK_CUDA(cudaFree(slots));
 }
 
+// The block-table dequantize of B whole sequences into [B, Hk, seq, D] (vLLM's
+// continuation prefill feeds these to FlashAttention; its own dequantize
+// returns keys in the rotated basis). Bytes = cache read + K and V written.
+void bench_dequantize(Preset preset, LayoutKind layout, Shape shape, DType out, Basis basis, double ceiling, int reps,
+                      cudaStream_t s) {
+  const int dims = 128, hk = 8, bs = 16;
+  const BlockLayout l{preset_format(preset, dims, layout), bs, hk};
+  const int blocks_per_seq = (shape.seq + bs - 1) / bs;
+  const std::int64_t num_blocks = std::int64_t{shape.batch} * blocks_per_seq;
+  const std::size_t elements = std::size_t(shape.batch) * hk * shape.seq * dims;
+  std::uint8_t* cache;
+  void *keys, *values;
+  std::int32_t *d_table, *d_lens;
+  CHECK_CUDA(cudaMalloc(&cache, num_blocks * l.block_bytes()));
+  CHECK_CUDA(cudaMalloc(&keys, elements * dtype_size(out)));
+  CHECK_CUDA(cudaMalloc(&values, elements * dtype_size(out)));
+  fill_cache<<<4096, 256, 0, s>>>(l, cache, num_blocks, 4321 + static_cast<int>(preset));
+  fill_meta<<<4096, 256, 0, s>>>(l, cache, num_blocks, 78);
+  CHECK_CUDA(cudaGetLastError());
+  std::vector<std::int32_t> table(num_blocks);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937(6));
+  const std::vector<std::int32_t> lens(shape.batch, shape.seq);
+  CHECK_CUDA(cudaMalloc(&d_table, table.size() * 4));
+  CHECK_CUDA(cudaMalloc(&d_lens, lens.size() * 4));
+  CHECK_CUDA(cudaMemcpy(d_table, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(d_lens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice));
+  DequantizeSequencesArgs a;
+  a.block_table = {d_table, table.size() * 4};
+  a.batch = shape.batch;
+  a.max_blocks_per_seq = blocks_per_seq;
+  a.seq_lens = {d_lens, lens.size() * 4};
+  a.max_seq = shape.seq;
+  a.keys = {keys, elements * dtype_size(out)};
+  a.values = {values, elements * dtype_size(out)};
+  a.out_dtype = out;
+  a.basis = basis;
+  const ConstCacheView view(l, cache, num_blocks);
+  char name[128];
+  std::snprintf(name, sizeof name, "dequantize %-8s %2dx%-6d %s %s", preset_name(preset) + 11, shape.batch, shape.seq,
+                dtype_name(out), basis == Basis::kOriginal ? "original" : "rotated");
+  if (report_status(name, layout, cuda::dequantize_sequences(view, a, s))) {
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    cudaGraphExec_t exec = capture(s, [&] { CHECK_TQ(cuda::dequantize_sequences(view, a, s)); });
+    const double us = time_graph(exec, s, reps) * 1e3;
+    const double bytes = double(shape.batch) * shape.seq * hk * l.format.slot_bytes() + 2.0 * elements * dtype_size(out);
+    report(name, layout, us, bytes, ceiling);
+    CHECK_CUDA(cudaGraphExecDestroy(exec));
+  }
+  CHECK_CUDA(cudaFree(cache));
+  CHECK_CUDA(cudaFree(keys));
+  CHECK_CUDA(cudaFree(values));
+  CHECK_CUDA(cudaFree(d_table));
+  CHECK_CUDA(cudaFree(d_lens));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -447,7 +507,7 @@ int main(int argc, char** argv) {
   if (quick) shapes = {{1, 4096}, {16, 32768}};
   auto preset_ok = [&](Preset p) { return only_preset.empty() || only_preset == preset_name(p) + 11; };
   for (Preset preset : {Preset::k4BitNc, Preset::kK8V4, Preset::kK3V4Nc, Preset::k3BitNc}) {
-    if (!preset_ok(preset) || only_mode == "encode") continue;
+    if (!preset_ok(preset) || only_mode == "encode" || only_mode == "dequantize") continue;
     for (Shape sh : shapes) {
       const std::string text = std::to_string(sh.batch) + "x" + std::to_string(sh.seq);
       if (!only_shape.empty() && ("," + only_shape + ",").find("," + text + ",") == std::string::npos) continue;
@@ -465,6 +525,17 @@ int main(int argc, char** argv) {
   for (Preset preset : {Preset::k4BitNc, Preset::kK8V4, Preset::kK3V4Nc, Preset::k3BitNc}) {
     if (!preset_ok(preset) || !(only_mode.empty() || only_mode == "encode")) continue;
     for (LayoutKind layout : layout_list) bench_encode(preset, layout, 65536, ceiling, reps, s);
+  }
+  for (Preset preset : {Preset::k4BitNc, Preset::kK8V4, Preset::kK3V4Nc, Preset::k3BitNc}) {
+    if (!preset_ok(preset) || only_mode != "dequantize") continue;  // only when asked for
+    for (Shape sh : {Shape{8, 8192}, Shape{16, 32768}}) {
+      const std::string text = std::to_string(sh.batch) + "x" + std::to_string(sh.seq);
+      if (!only_shape.empty() && ("," + only_shape + ",").find("," + text + ",") == std::string::npos) continue;
+      for (const auto& [out, basis] : {std::pair{DType::kFloat16, Basis::kRotated}, std::pair{DType::kFloat16, Basis::kOriginal},
+                                       std::pair{DType::kBFloat16, Basis::kOriginal}, std::pair{DType::kFloat32, Basis::kOriginal}}) {
+        for (LayoutKind layout : layout_list) bench_dequantize(preset, layout, sh, out, basis, ceiling, reps, s);
+      }
+    }
   }
   std::printf("\nsummary (us, fraction of copy ceiling %.0f GB/s; aos/soa: the AoS time over the SoA time)\n", ceiling);
   for (const Row& r : g_rows) {

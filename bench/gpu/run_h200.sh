@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # One full device session: build, tests, benchmarks, sanitizers; logs to $OUT.
 #   bash bench/gpu/run_h200.sh [steps]   steps: comma list of
-#   build,test,ctest,bench,compare,sdpa,memcheck,racecheck,initcheck,synccheck,sass,ncu
-#   (default: all but ctest, compare, sass and ncu)
+#   build,test,ctest,bench,multi,dequantize,cpu,compare,sdpa,memcheck,racecheck,initcheck,synccheck,sass,ncu
+#   (default: all but ctest, multi, dequantize, cpu, compare, sass and ncu)
 #   ctest     the whole suite (CPU, tool, reliability and GPU tests; the cross-backend
 #             tests then include the CUDA backends); builds every target
+#   multi     bench_gpu --q-len: multi-token rows against single-token and expanded rows
+#             (4bit_nc, fast mode, 1x4096, 8x8192, 16x32768; PERFORMANCE.md round 8)
+#   dequantize  bench_gpu --mode dequantize (cuda::dequantize_sequences)
+#   cpu       test_cpu's multi-token, rows and cross-backend tests (this host's ISA, AVX-512
+#             on the H200 host; ReferenceMultiToken runs the CUDA backends too) and
+#             bench_cpu's decode-multi rows at 2 threads (taskset of 2 cores)
 #   compare   bench_gpu of $TQ_BASELINE_BENCH (a binary of an earlier commit, carried)
 #             and of this tree, interleaved TQ_COMPARE_ROUNDS times (default 3), then
 #             bench/gpu/compare_bench.py (exit 1 if a ratio exceeds 1.02)
@@ -49,7 +55,9 @@ build() {
     echo "configure with benchmarks failed; retrying without (bench_gpu built by hand)"
     cmake "${cfg[@]}" -DTURBOQUANT_ENABLE_BENCH=OFF -DTURBOQUANT_ENABLE_TOOLS=OFF || return 1
   fi
-  if [[ $tools == ON ]]; then cmake --build $B -j16 || return 1; else cmake --build $B --target test_gpu -j16 || return 1; fi
+  local targets=test_gpu
+  [[ ",$steps," == *",cpu,"* ]] && targets="test_gpu test_cpu bench_cpu"
+  if [[ $tools == ON ]]; then cmake --build $B -j16 || return 1; else cmake --build $B --target $targets -j16 || return 1; fi
   if cmake --build $B --target help | grep -q bench_gpu; then
     cmake --build $B --target bench_gpu -j16 || return 1
   else
@@ -71,6 +79,13 @@ export B OUT steps
 has build && { run_step build 300 bash -c build || { log "build failed"; exit 1; }; }
 has test && run_step test 200 $B/tests/test_gpu --gtest_color=no --gtest_filter="${TQ_TEST_FILTER:-*}"
 has bench && run_step bench 150 $B/bench/gpu/bench_gpu ${TQ_BENCH_ARGS:-} --csv "$OUT/bench.csv"
+has multi && run_step multi 160 $B/bench/gpu/bench_gpu --mode fast --preset 4bit_nc --shape 1x4096,8x8192,16x32768 \
+  --q-len 1,2,4,8,16,128 --csv "$OUT/multi.csv"
+has dequantize && run_step dequantize 90 $B/bench/gpu/bench_gpu --mode dequantize --csv "$OUT/dequantize.csv"
+has cpu && run_step cpu-test 120 $B/tests/test_cpu --gtest_color=no \
+  --gtest_filter='CpuRowsExact*:*CpuMultiTokenGrid*:ReferenceMultiToken*:*MultiToken*'
+has cpu && run_step cpu-bench 120 taskset -c 0,1 $B/bench/cpu/bench_cpu --benchmark_filter='decode-multi/.*/t2/' \
+  --benchmark_min_time=0.2
 has compare && run_step compare 200 bash -c compare
 has ctest && run_step ctest 300 bash -c "cd $B && ctest -j16 --output-on-failure"
 has sdpa && PYTHONUNBUFFERED=1 run_step sdpa 90 python3 bench/gpu/sdpa_baseline.py --csv "$OUT/sdpa.csv"
@@ -78,7 +93,7 @@ SAN_FILTER='GpuCases.*:GpuGraph.*:GpuPlan.*:GpuDeviceHelpers.*:GpuFastHelpers.*:
 has memcheck && run_step memcheck 120 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
   $B/tests/test_gpu --gtest_filter="$SAN_FILTER" --gtest_color=no
 has racecheck && run_step racecheck 120 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 \
-  $B/tests/test_gpu --gtest_filter="GpuCases.*:GpuPlan.*:GpuDeviceHelpers.*:GpuDecode.LargeGrid*:GpuDecode.AosLargeGrid*:GpuEncode.*Misaligned*:GpuFastAos.*:GpuDequantize*:*GpuMultiTokenGrid*/2*" --gtest_color=no
+  $B/tests/test_gpu --gtest_filter="GpuMultiToken.*:GpuCases.*:GpuPlan.*:GpuDeviceHelpers.*:GpuDecode.LargeGrid*:GpuDecode.AosLargeGrid*:GpuEncode.*Misaligned*:GpuFastAos.*:GpuDequantize*:*GpuMultiTokenGrid*/2*" --gtest_color=no
 has initcheck && run_step initcheck 150 compute-sanitizer --tool initcheck --error-exitcode 9 \
   $B/tests/test_gpu --gtest_filter="$SAN_FILTER" --gtest_color=no
 has synccheck && run_step synccheck 120 compute-sanitizer --tool synccheck --error-exitcode 9 \

@@ -1,5 +1,9 @@
 // Dequantize entry points: host-side checks, the launch, and the synchronous
 // host-pointer wrappers.
+#include <cstdint>
+#include <string>
+
+#include "arg_checks.hpp"
 #include "cuda_check.hpp"
 #include "dequantize_params.hpp"
 #include "dispatch.hpp"
@@ -23,6 +27,7 @@ detail::DequantizeParams params(const ConstCacheView& cache, const Codebook* use
   }
   p.layout = cache.layout;
   p.cache = cache.data;
+  p.num_blocks = cache.num_blocks;
   p.keys = keys.data;
   p.values = values.data;
   p.out_dtype = out_dtype;
@@ -31,15 +36,26 @@ detail::DequantizeParams params(const ConstCacheView& cache, const Codebook* use
   return p;
 }
 
+// The kernel reads codes as 16-bit words (dequantize.cuh's code_run); every
+// record and field offset is even, so an even cache pointer is enough.
+Status check_cache_alignment(const ConstCacheView& cache) {
+  const auto address = reinterpret_cast<std::uintptr_t>(cache.data);
+  if (address % 2 == 0) return Status();
+  return detail::invalid_argument("cache.data = " + std::to_string(address) +
+                                  " is odd: the CUDA dequantize needs a 2-byte aligned cache");
+}
+
 }  // namespace
 
 Status dequantize_can_implement(const ConstCacheView& cache, const DequantizeArgs& a) {
   if (Status s = turboquant::detail::check_dequantize_shapes(cache, a); !s.ok()) return s;
+  if (Status s = check_cache_alignment(cache); !s.ok()) return s;
   return detail::check_head_dim(cache.layout.format.head_dim, "dequantize");
 }
 
 Status dequantize_sequences_can_implement(const ConstCacheView& cache, const DequantizeSequencesArgs& a) {
   if (Status s = turboquant::detail::check_dequantize_sequences_shapes(cache, a); !s.ok()) return s;
+  if (Status s = check_cache_alignment(cache); !s.ok()) return s;
   return detail::check_head_dim(cache.layout.format.head_dim, "dequantize");
 }
 

@@ -23,6 +23,10 @@ struct DequantizeParams {
   int max_blocks_per_seq = 0;
   int max_seq = 0;
   std::int64_t num_items = 0;  // num_slots, or batch * max_seq
+  std::int64_t num_blocks = 0;  // of the cache
+  // Set by launch_dequantize: num_items * Hk and num_blocks * block_size fit
+  // 32 bits (the kernel's index arithmetic is then 32-bit).
+  bool narrow_indices = false;
   void* keys = nullptr;
   void* values = nullptr;
   DType out_dtype = DType::kFloat32;

@@ -68,13 +68,13 @@ __device__ __forceinline__ float widen(std::uint32_t bits) {
 // when the input allows (kVector: base pointers aligned to the run).
 template <int D, DType kT>
 struct RawShare {
-  static constexpr int kRowBytes = EncodeGroup<D>::kRun * kInputBytes<kT>;  // 4, 8, 16 or 32
-  std::uint32_t w[EncodeGroup<D>::kRows][kRowBytes / 4];
+  static constexpr int kRowBytes = RecordGroup<D>::kRun * kInputBytes<kT>;  // 4, 8, 16 or 32
+  std::uint32_t w[RecordGroup<D>::kRows][kRowBytes / 4];
 };
 
 template <int D, DType kT, bool kVector>
 __device__ __forceinline__ void load_share(const void* base, std::int64_t first, int sub, RawShare<D, kT>& raw) {
-  using G = EncodeGroup<D>;
+  using G = RecordGroup<D>;
   constexpr int kBytes = RawShare<D, kT>::kRowBytes;
   const char* row0 = static_cast<const char*>(base) + (first + G::kRun * sub) * kInputBytes<kT>;
 #pragma unroll
@@ -97,11 +97,11 @@ __device__ __forceinline__ void load_share(const void* base, std::int64_t first,
 }
 
 template <int D, DType kT>
-__device__ __forceinline__ void widen_share(const RawShare<D, kT>& raw, float (&out)[EncodeGroup<D>::kElems]) {
+__device__ __forceinline__ void widen_share(const RawShare<D, kT>& raw, float (&out)[RecordGroup<D>::kElems]) {
   constexpr int kPerWord = 4 / kInputBytes<kT>;
 #pragma unroll
-  for (int x = 0; x < EncodeGroup<D>::kElems; ++x) {
-    const std::uint32_t word = raw.w[x / EncodeGroup<D>::kRun][x % EncodeGroup<D>::kRun / kPerWord];
+  for (int x = 0; x < RecordGroup<D>::kElems; ++x) {
+    const std::uint32_t word = raw.w[x / RecordGroup<D>::kRun][x % RecordGroup<D>::kRun / kPerWord];
     if constexpr (kT == DType::kBFloat16) {  // bf16 is the top half of an fp32: one shift or mask
       out[x] = core::bits_float(x % 2 ? word & 0xffff0000u : word << 16);
     } else {
@@ -113,8 +113,8 @@ __device__ __forceinline__ void widen_share(const RawShare<D, kT>& raw, float (&
 // Codes of one lane's elements into the vector's code bytes (dim order), one
 // shared-memory store per row.
 template <int D>
-__device__ __forceinline__ void stage_codes(std::uint8_t* codes, int sub, const int (&c)[EncodeGroup<D>::kElems]) {
-  using G = EncodeGroup<D>;
+__device__ __forceinline__ void stage_codes(std::uint8_t* codes, int sub, const int (&c)[RecordGroup<D>::kElems]) {
+  using G = RecordGroup<D>;
 #pragma unroll
   for (int r = 0; r < G::kRows; ++r) {
     std::uint32_t w[(G::kRun + 3) / 4] = {};
@@ -207,11 +207,11 @@ __device__ __forceinline__ void pack_and_store_any(int bits, const std::uint8_t*
 // is tested: 2|a| - 1 as an unsigned (zero wraps to the top) against the
 // threshold's. fp16 inputs always pass (their smallest nonzero magnitude is 2^-24).
 template <int D, DType kT>
-__device__ __forceinline__ bool dividends_in_range(const float (&a)[EncodeGroup<D>::kElems]) {
+__device__ __forceinline__ bool dividends_in_range(const float (&a)[RecordGroup<D>::kElems]) {
   if constexpr (kT == DType::kFloat16) return true;
   std::uint32_t smallest = 0xffffffffu;
 #pragma unroll
-  for (int x = 0; x < EncodeGroup<D>::kElems; ++x) smallest = min(smallest, 2u * core::float_bits(a[x]) - 1u);
+  for (int x = 0; x < RecordGroup<D>::kElems; ++x) smallest = min(smallest, 2u * core::float_bits(a[x]) - 1u);
   return smallest >= 2u * core::float_bits(core::kReciprocalDividendMin) - 1u;
 }
 
@@ -226,7 +226,7 @@ template <int D, core::LayoutKind kLayout, core::Fp8Format kFp8, bool kDense, DT
 __device__ __forceinline__ void encode_vector(const EncodeParams& p, const core::Codebook& cb,
                                               const core::BucketCell* cells, std::uint8_t* codes, float* dense,
                                               std::int64_t item, int sub, int leader, unsigned mask) {
-  using G = EncodeGroup<D>;
+  using G = RecordGroup<D>;
   // The layout kind as a constant, so that BlockLayout's address arithmetic
   // folds to one layout's (a run-time kind cost SoA 10-16% of its time).
   core::BlockLayout l = p.layout;
@@ -349,7 +349,7 @@ inline constexpr int kEncodeMinBlocks = kDense ? 1 : 3;
 
 template <int D, core::LayoutKind kLayout, core::Fp8Format kFp8, bool kDense, DType kT, bool kVector>
 __global__ void __launch_bounds__(kEncodeThreads<kDense>, kEncodeMinBlocks<kDense>) encode_kernel(EncodeParams p) {
-  using G = EncodeGroup<D>;
+  using G = RecordGroup<D>;
   constexpr int kVectors = kEncodeThreads<kDense> / G::kLanes;
   constexpr int kCodeStride = D + 16;  // per vector; the 16 spreads the groups over the banks
   __shared__ core::Codebook cb;

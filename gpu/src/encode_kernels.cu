@@ -11,7 +11,7 @@ namespace turboquant::cuda::detail {
 template <int D, core::LayoutKind kLayout, core::Fp8Format kFp8, bool kDense, DType kT, bool kVector>
 static cudaError_t launch_encode_instance(const EncodeParams& p, cudaStream_t stream) {
   constexpr int kThreads = kEncodeThreads<kDense>;
-  constexpr int kItemsPerBlock = kThreads / EncodeGroup<D>::kLanes;
+  constexpr int kItemsPerBlock = kThreads / RecordGroup<D>::kLanes;
   static PerDeviceInt resident_cache;
   const int resident_per_sm = resident_cache.get([] {
     int n = 0;
@@ -52,7 +52,7 @@ static cudaError_t launch_encode_layout(const EncodeParams& p, cudaStream_t stre
 // anyway, always loads elements one by one.
 template <int D, bool kDense, DType kT>
 static cudaError_t launch_encode_for(const EncodeParams& p, cudaStream_t stream) {
-  constexpr std::uintptr_t kAlign = std::min<std::uintptr_t>(EncodeGroup<D>::kRun * kInputBytes<kT>, 16);
+  constexpr std::uintptr_t kAlign = std::min<std::uintptr_t>(RecordGroup<D>::kRun * kInputBytes<kT>, 16);
   const bool aligned = (reinterpret_cast<std::uintptr_t>(p.keys) | reinterpret_cast<std::uintptr_t>(p.values)) % kAlign == 0;
   if constexpr (!kDense) {
     if (aligned) return launch_encode_layout<D, false, kT, true>(p, stream);

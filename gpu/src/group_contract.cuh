@@ -1,7 +1,8 @@
-// The contract's reductions evaluated by the group of lanes that encodes one
-// (token, KV head). The group has kLanes = D/32 lanes; lane `sub` holds, of
-// every 16-dim row r, the kRun = 16/kLanes contiguous dims 16r + kRun*sub + e
-// (e < kRun), as element r*kRun + e of its 32-element arrays. So a row's share
+// The contract's reductions evaluated by the group of lanes that encodes or
+// dequantizes one (token, KV head) record (encode.cuh, dequantize.cuh). The
+// group has kLanes = D/32 lanes; lane `sub` holds, of every 16-dim row r, the
+// kRun = 16/kLanes contiguous dims 16r + kRun*sub + e (e < kRun), as element
+// r*kRun + e of its 32-element arrays. So a row's share
 // is one vector load, and a lane owns whole dot-lanes of core::dot16 (dot-lane
 // j sums the dims == j mod 16; the lane holds j = kRun*sub + e). Each function
 // gives exactly the bits of its core/ counterpart:
@@ -22,7 +23,7 @@
 namespace turboquant::cuda::detail {
 
 template <int D>
-struct EncodeGroup {
+struct RecordGroup {
   static constexpr int kLanes = D / 32;
   static constexpr int kRun = 16 / kLanes;  // contiguous dims per lane and row
   static constexpr int kRows = D / 16;
@@ -35,9 +36,9 @@ struct EncodeGroup {
 };
 
 template <int D>
-__device__ __forceinline__ float group_dot16(const float (&a)[EncodeGroup<D>::kElems],
-                                             const float (&b)[EncodeGroup<D>::kElems], unsigned mask) {
-  using G = EncodeGroup<D>;
+__device__ __forceinline__ float group_dot16(const float (&a)[RecordGroup<D>::kElems],
+                                             const float (&b)[RecordGroup<D>::kElems], unsigned mask) {
+  using G = RecordGroup<D>;
   float acc[G::kRun];
 #pragma unroll
   for (int e = 0; e < G::kRun; ++e) acc[e] = 0.0f;
@@ -57,8 +58,8 @@ __device__ __forceinline__ float group_dot16(const float (&a)[EncodeGroup<D>::kE
 }
 
 template <int D>
-__device__ __forceinline__ void group_fwht(float (&x)[EncodeGroup<D>::kElems], int sub, unsigned mask) {
-  using G = EncodeGroup<D>;
+__device__ __forceinline__ void group_fwht(float (&x)[RecordGroup<D>::kElems], int sub, unsigned mask) {
+  using G = RecordGroup<D>;
 #pragma unroll
   for (int h = 1; h < D; h <<= 1) {
     if (h < G::kRun || h >= 16) {
@@ -88,8 +89,8 @@ __device__ __forceinline__ void group_fwht(float (&x)[EncodeGroup<D>::kElems], i
 // The sign-exact zero a scan settles on when the extreme is zero: the first
 // (lowest-dim) zero of the vector. Only called when the extreme is +-0.
 template <int D>
-__device__ float group_first_zero(const float (&v)[EncodeGroup<D>::kElems], int sub, unsigned mask) {
-  using G = EncodeGroup<D>;
+__device__ float group_first_zero(const float (&v)[RecordGroup<D>::kElems], int sub, unsigned mask) {
+  using G = RecordGroup<D>;
   int at = D;  // none
   float zero = 0.0f;
 #pragma unroll
@@ -116,9 +117,9 @@ __device__ float group_first_zero(const float (&v)[EncodeGroup<D>::kElems], int 
 // among equal values, the first; that choice only shows for zeros of both
 // signs, which take the slow path. fminf/fmaxf skip NaN operands.
 template <int D>
-__device__ __forceinline__ float2 group_min_max(const float (&v)[EncodeGroup<D>::kElems], int sub, unsigned mask,
+__device__ __forceinline__ float2 group_min_max(const float (&v)[RecordGroup<D>::kElems], int sub, unsigned mask,
                                                 int leader) {
-  using G = EncodeGroup<D>;
+  using G = RecordGroup<D>;
   float mn = v[0];
   float mx = v[0];
 #pragma unroll

@@ -1,5 +1,5 @@
-// Device copies of a test decode problem (tests/gpu): owning device memory and
-// DecodeArgs naming it.
+// Device copies of a test decode problem (tests/gpu, DeviceMem of
+// gpu_test_support.hpp) and DecodeArgs naming them.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,14 +10,6 @@
 #include "gpu_test_support.hpp"
 
 namespace tq_gpu_test {
-
-struct DeviceMem {
-  void* p = nullptr;
-  explicit DeviceMem(std::size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes ? bytes : 1), cudaSuccess); }
-  ~DeviceMem() { cudaFree(p); }
-  DeviceMem(const DeviceMem&) = delete;
-  DeviceMem& operator=(const DeviceMem&) = delete;
-};
 
 // Device copies of a DecodeProblem's buffers (cache and tables uploaded; query
 // and seq_lens uploaded by the caller when it wants) and DecodeArgs naming them.

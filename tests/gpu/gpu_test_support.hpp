@@ -2,6 +2,7 @@
 // golden model as oracle, bitwise and relative-L2 comparisons.
 #pragma once
 
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,6 +33,17 @@
 namespace tq_gpu_test {
 
 using namespace turboquant;
+
+// A device allocation with 16 spare bytes, for copies placed past an aligned
+// address (the kernels' narrow load and store paths).
+struct DeviceMem {
+  void* p = nullptr;
+  explicit DeviceMem(std::size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes + 16), cudaSuccess); }
+  ~DeviceMem() { cudaFree(p); }
+  DeviceMem(const DeviceMem&) = delete;
+  DeviceMem& operator=(const DeviceMem&) = delete;
+  std::uint8_t* at(std::size_t offset) const { return static_cast<std::uint8_t*>(p) + offset; }
+};
 
 // A decode problem with host buffers: a paged cache with random but finite
 // content, a shuffled block table, random queries.

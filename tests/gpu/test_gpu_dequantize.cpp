@@ -4,6 +4,8 @@
 // the rows below each seq_len, host pointers refused naming the argument.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "common/dequantize_problem.hpp"
 #include "gpu_test_support.hpp"
 
@@ -54,6 +56,68 @@ INSTANTIATE_TEST_SUITE_P(PresetsLayoutsDims, GpuDequantize,
                                   layout_name(std::get<1>(info.param)) + "_D" + std::to_string(std::get<2>(info.param));
                          });
 
+// cuda::dequantize on device copies: the outputs one element past an aligned
+// address (the element-wise store path) or aligned (vector stores), with the
+// Hadamard rotation or a dense PiT (any matrix is a valid rotation for the
+// contract; here random), against dequantize_reference's bytes.
+TEST(GpuDequantize, DenseRotationAndUnalignedOutputsGiveTheGoldenBytes) {
+  TQ_REQUIRE_DEVICE();
+  using tq_gpu_test::DeviceMem;
+  const std::vector<int> dims = cuda::supported_head_dims();
+  int index = 0;
+  for (Preset preset : kAllPresets) {
+    for (int head_dim : {64, 128, 256}) {
+      if (std::find(dims.begin(), dims.end(), head_dim) == dims.end()) continue;
+      const LayoutKind layout = index % 2 ? LayoutKind::kAoS : LayoutKind::kSoA;
+      const DType t = index % 3 == 0 ? DType::kFloat32 : index % 3 == 1 ? DType::kFloat16 : DType::kBFloat16;
+      ProblemSpec s;
+      s.format = preset_format(preset, head_dim, layout);
+      s.num_kv_heads = 2;
+      s.seq_lens = {33, 5};
+      s.seed = 900 + index++;
+      const Problem p = make_problem(s);
+      std::vector<float> pit(std::size_t(head_dim) * head_dim);
+      std::mt19937 rng(s.seed);
+      std::uniform_real_distribution<float> u(-0.2f, 0.2f);
+      for (float& x : pit) x = u(rng);
+      const bool dense_ok = !s.format.fp8_keys();  // FP8 keys are not rotated: a rotation is refused
+      for (const bool dense : {false, true}) {
+        if (dense && !dense_ok) continue;
+        for (const std::size_t misalign : {std::size_t{0}, dtype_size(t)}) {
+          SCOPED_TRACE(std::string(preset_name(preset)) + " " + layout_name(layout) + " D" + std::to_string(head_dim) +
+                       " " + dtype_name(t) + (dense ? " dense" : " hadamard") + " offset " + std::to_string(misalign));
+          DequantOutputs want = canary_outputs(list_elements(p), t), got = canary_outputs(list_elements(p), t);
+          DequantizeArgs a = list_args(p, want, t, Basis::kOriginal);
+          if (dense) a.rotation = {pit.data(), pit.size() * 4};
+          ASSERT_TRUE(dequantize_reference(p.view(), a).ok());
+          DeviceMem d_cache(p.cache.size()), d_slots(a.slots.bytes), d_keys(got.keys.size()), d_values(got.values.size()),
+              d_rot(pit.size() * 4);
+          ASSERT_EQ(cudaMemcpy(d_cache.p, p.cache.data(), p.cache.size(), cudaMemcpyHostToDevice), cudaSuccess);
+          ASSERT_EQ(cudaMemcpy(d_slots.p, a.slots.data, a.slots.bytes, cudaMemcpyHostToDevice), cudaSuccess);
+          ASSERT_EQ(cudaMemcpy(d_rot.p, pit.data(), pit.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+          ASSERT_EQ(cudaMemcpy(d_keys.at(misalign), got.keys.data(), got.keys.size(), cudaMemcpyHostToDevice), cudaSuccess);
+          ASSERT_EQ(cudaMemcpy(d_values.at(misalign), got.values.data(), got.values.size(), cudaMemcpyHostToDevice),
+                    cudaSuccess);
+          DequantizeArgs da = a;
+          da.slots = {d_slots.p, a.slots.bytes};
+          da.keys = {d_keys.at(misalign), got.keys.size()};
+          da.values = {d_values.at(misalign), got.values.size()};
+          if (dense) da.rotation = {d_rot.p, pit.size() * 4};
+          const Status st =
+              cuda::dequantize(ConstCacheView(p.layout, static_cast<const std::uint8_t*>(d_cache.p), p.num_blocks), da,
+                               nullptr);
+          ASSERT_TRUE(st.ok()) << st.to_string();
+          ASSERT_EQ(cudaMemcpy(got.keys.data(), d_keys.at(misalign), got.keys.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+          ASSERT_EQ(cudaMemcpy(got.values.data(), d_values.at(misalign), got.values.size(), cudaMemcpyDeviceToHost),
+                    cudaSuccess);
+          EXPECT_EQ(got.keys, want.keys);
+          EXPECT_EQ(got.values, want.values);
+        }
+      }
+    }
+  }
+}
+
 TEST(GpuDequantizeApi, HostPointersAndBadShapesAreRefused) {
   ProblemSpec s;
   s.seq_lens = {20};
@@ -62,6 +126,11 @@ TEST(GpuDequantizeApi, HostPointersAndBadShapesAreRefused) {
   DequantizeArgs a = list_args(p, o, DType::kFloat32, Basis::kOriginal);
   a.num_slots = -1;
   EXPECT_EQ(cuda::dequantize_can_implement(p.view(), a).code(), StatusCode::kInvalidArgument);  // no device needed
+  a.num_slots = static_cast<std::int64_t>(p.slots.size());
+  const ConstCacheView odd(p.layout, p.cache.data() + 1, p.num_blocks);  // codes are read as 16-bit words
+  const Status so = cuda::dequantize_can_implement(odd, a);
+  EXPECT_EQ(so.code(), StatusCode::kInvalidArgument) << so.to_string();
+  EXPECT_NE(so.message().find("cache.data"), std::string::npos) << so.message();
   TQ_REQUIRE_DEVICE();
   a.num_slots = static_cast<std::int64_t>(p.slots.size());
   const Status st = cuda::dequantize(p.view(), a, nullptr);  // host pointers

@@ -64,7 +64,7 @@ std::vector<float> random_floats(std::mt19937& rng, std::size_t n) {
 // out[3 * vec + 1 .. 2] = group_min_max(a) and fwht[vec][D] = group_fwht(a).
 template <int D>
 __global__ void group_kernel(const float* a, const float* b, float* out, float* fwht) {
-  using G = EncodeGroup<D>;
+  using G = RecordGroup<D>;
   const int lane = threadIdx.x;
   const int sub = lane & (G::kLanes - 1);
   const int vec = lane / G::kLanes;
@@ -87,7 +87,7 @@ __global__ void group_kernel(const float* a, const float* b, float* out, float* 
 
 template <int D>
 void check_group(std::uint32_t seed) {
-  constexpr int kVectors = 32 / EncodeGroup<D>::kLanes;
+  constexpr int kVectors = 32 / RecordGroup<D>::kLanes;
   std::mt19937 rng(seed);
   std::vector<float> a = random_floats(rng, kVectors * D), b = random_floats(rng, kVectors * D);
   a[D] = 0.0f;  // vector 1: zeros of both signs (the scans keep the first)

@@ -52,15 +52,6 @@ std::vector<bool> stored_bytes(const BlockLayout& l, std::int64_t num_blocks, co
   return mask;
 }
 
-struct DeviceMem {
-  void* p = nullptr;
-  explicit DeviceMem(std::size_t bytes) { EXPECT_EQ(cudaMalloc(&p, bytes + 16), cudaSuccess); }
-  ~DeviceMem() { cudaFree(p); }
-  DeviceMem(const DeviceMem&) = delete;
-  DeviceMem& operator=(const DeviceMem&) = delete;
-  std::uint8_t* at(std::size_t offset) const { return static_cast<std::uint8_t*>(p) + offset; }
-};
-
 // cuda::encode on device copies placed `offset` bytes (cache) and one element
 // (keys, values) past an aligned address: the kernel's narrow load and store paths.
 Status encode_misaligned(const CacheView& cache, const EncodeArgs& a, std::size_t offset) {

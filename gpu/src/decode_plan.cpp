@@ -2,6 +2,7 @@
 // layer shape (make_plan), and the per-call launch (run_plan), which decode()
 // also goes through.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -11,11 +12,52 @@
 #include "decode_setup.hpp"
 #include "launch.hpp"
 #include "turboquant/core/exp2_log.hpp"
+#include "turboquant/core/half.hpp"
 #include "turboquant/detail/validate.hpp"
 
 namespace turboquant::cuda {
 namespace detail {
 namespace {
+
+// The fast kernel's centroid scale s (params.hpp): the factor in [1, 2), in
+// steps of 1/4096, whose products s * c with the codebook's nonzero centroids
+// have the smallest worst relative error when rounded to fp16 (ties: the
+// smallest s). The scores (s c) . (q / s) then carry a fraction of the fp16
+// rounding of c itself: on the sharp vLLM case a05 that rounding was most of
+// the fast decode's 1.17e-3 error (docs/RELIABILITY.md F11). The search runs
+// once per codebook and thread (the last four codebooks are kept).
+float fast_centroid_scale(const Codebook& cb) {
+  struct Entry {
+    Codebook codebook;
+    float scale;
+  };
+  thread_local Entry cache[4];
+  thread_local int cached = 0, next = 0;
+  for (int i = 0; i < cached; ++i) {
+    const Codebook& c = cache[i].codebook;
+    if (c.bits == cb.bits && std::memcmp(c.centroids, cb.centroids, sizeof cb.centroids) == 0) return cache[i].scale;
+  }
+  float best = 1.0f;
+  double best_error = INFINITY;
+  for (int step = 0; step < 4096; ++step) {
+    const float s = 1.0f + static_cast<float>(step) / 4096.0f;  // exact
+    double worst = 0.0;
+    for (int i = 0; i < cb.size(); ++i) {
+      const float x = cb.centroids[i] * s;
+      if (cb.centroids[i] == 0.0f) continue;
+      const float rounded = core::fp16_to_float(core::float_to_fp16(x));
+      worst = std::max(worst, std::fabs(double(rounded) - double(x)) / std::fabs(double(x)));
+    }
+    if (worst < best_error) {  // an overflow to inf is never the best
+      best_error = worst;
+      best = s;
+    }
+  }
+  cache[next] = {cb, best};
+  next = (next + 1) % 4;
+  cached = std::min(cached + 1, 4);
+  return best;
+}
 
 std::size_t shape_bytes(std::int64_t count, std::size_t element_bytes) {
   return static_cast<std::size_t>(count) * element_bytes;  // no overflow: check_decode_buffers passed
@@ -181,6 +223,13 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
   }
   p.query_factor = core::mul_rn(a.softmax_scale, core::kLog2e);
   p.codebook = *cb;
+  if (out->fast && !l.format.fp8_keys()) {  // params.hpp: the pair table's scaled centroids
+    const float s = fast_centroid_scale(*cb);
+    const float unscale = 1.0f / s;
+    for (int i = 0; i < p.codebook.size(); ++i) p.codebook.centroids[i] *= s;
+    p.query_factor = core::mul_rn(p.query_factor, unscale);
+    p.fast_gram_unscale = unscale * unscale;
+  }
   return Status();
 }
 

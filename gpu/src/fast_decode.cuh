@@ -141,11 +141,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) fast_decode_kernel
     const core::BlockLayout l = T::layout(p.layout);
     const bool correct = p.layout.format.norm_corrected_at_decode();
     if (aos_slot_offset(l, kv_head, 0) & 2) {
-      fast_tiles<T, kRows>(state, loader, in, AosStage<T, 2>(l, kv_head, g, c, correct), stages, issue_stage, range, warp,
-                    my_tiles, g, c);
+      const AosStage<T, 2> stage(l, kv_head, g, c, correct, p.fast_gram_unscale);
+      fast_tiles<T, kRows>(state, loader, in, stage, stages, issue_stage, range, warp, my_tiles, g, c);
     } else {
-      fast_tiles<T, kRows>(state, loader, in, AosStage<T, 0>(l, kv_head, g, c, correct), stages, issue_stage, range, warp,
-                    my_tiles, g, c);
+      const AosStage<T, 0> stage(l, kv_head, g, c, correct, p.fast_gram_unscale);
+      fast_tiles<T, kRows>(state, loader, in, stage, stages, issue_stage, range, warp, my_tiles, g, c);
     }
   } else {
     fast_tiles<T, kRows>(state, loader, in, SoaStage<T>{g, c}, stages, issue_stage, range, warp, my_tiles, g, c);

@@ -16,7 +16,7 @@
 namespace turboquant::cuda::detail {
 
 // Pair table: entry e -> (c[e & mask], c[e >> KB]) as fp16x2, in interleaved
-// copies. `centroid_half` is 16 words of shared memory. The caller's next
+// copies; c = p.codebook.centroids, which the fast plan scales (params.hpp). `centroid_half` is 16 words of shared memory. The caller's next
 // block barrier publishes the table.
 template <class T>
 __device__ __forceinline__ void build_pair_table(const DecodeParams& p, std::uint8_t* lut,

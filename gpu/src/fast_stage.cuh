@@ -11,10 +11,12 @@
 //                 norm corrected per token (core::decoded_key_norm) from the
 //                 squared norm of the key's fp16 centroids, the diagonal of
 //                 the Gram blocks the tile step forms on the tensor cores
-//                 (FastTraits::kNormFromGram). The fp16 centroids' own norm
-//                 makes the scores' key directions exactly unit: on the sharp
-//                 vLLM case a05, rel L2 1.08e-3 against 1.17e-3 with the fp32
-//                 centroids' squares (measured on the H200).
+//                 (FastTraits::kNormFromGram; the table's centroids carry the
+//                 centroid scale s, so the diagonal is taken times 1 / s^2).
+//                 The fp16 centroids' own norm makes the scores' key
+//                 directions exactly unit: on the sharp vLLM case a05, rel L2
+//                 1.08e-3 against 1.17e-3 with the fp32 centroids' squares
+//                 (measured on the H200, before the centroid scale).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -95,9 +97,11 @@ class AosStage {
  public:
   static_assert(kPhase == 0 || kPhase == 2, "AoS slots are 2-byte aligned");
 
-  // Lane (g, c) of the warp; `correct`: the format corrects the norm at decode.
-  __device__ __forceinline__ AosStage(const core::BlockLayout& l, int kv_head, int g, int c, bool correct)
-      : g_(g), c_(c), correct_(correct) {
+  // Lane (g, c) of the warp; `correct`: the format corrects the norm at decode;
+  // `gram_unscale`: 1 / the pair table's centroid scale squared.
+  __device__ __forceinline__ AosStage(const core::BlockLayout& l, int kv_head, int g, int c, bool correct,
+                                      float gram_unscale)
+      : g_(g), c_(c), correct_(correct), gram_unscale_(gram_unscale) {
     slot_g_ = aos_slot_in_stage<T>(l, kv_head, g);
     slot_v0_ = aos_slot_in_stage<T>(l, kv_head, 2 * c);
     slot_v1_ = aos_slot_in_stage<T>(l, kv_head, 2 * c + 1);
@@ -147,7 +151,7 @@ class AosStage {
     const bool upper = c_ & 1;
     constexpr int kNorm = T::aos_field_offset(core::MetaField::kKeyNorm);
     const float stored = half_at(st, slot_g_ + (upper ? 8 * T::kRowBytes : 0) + kNorm);
-    const float mine = core::decoded_key_norm(stored, upper ? sum_hi : sum_lo, correct_);
+    const float mine = core::decoded_key_norm(stored, (upper ? sum_hi : sum_lo) * gram_unscale_, correct_);
     n0 = __shfl_sync(kAll, mine, 4 * g_);
     n1 = __shfl_sync(kAll, mine, 4 * g_ + 1);
   }
@@ -168,6 +172,7 @@ class AosStage {
 
   int g_, c_;
   bool correct_;
+  float gram_unscale_;
   int slot_g_;   // slot of token g in the stage (token g + 8: + 8 rows, same phase)
   int slot_v0_;  // slot of token 2c
   int slot_v1_;  // slot of token 2c + 1

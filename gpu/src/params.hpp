@@ -37,7 +37,12 @@ struct DecodeParams {
   int plan_splits = 0;  // splits of the plan (the grid's x); strict: num_splits
   float query_factor = 0.0f;  // mul_rn(softmax_scale, kLog2e)
   const float* rotation = nullptr;  // dense PiT [D][D] (device) or nullptr: Hadamard
+  // Strict mode: the codebook. Fast mode with Lloyd-Max keys: its centroids
+  // times the centroid scale s (decode_plan.cpp's fast_centroid_scale), the
+  // values of the kernel's fp16 pair table, with query_factor divided by s,
+  // so that the scores (s c) . (q / s) carry less of fp16's rounding of c.
   core::Codebook codebook;
+  float fast_gram_unscale = 1.0f;  // fast AoS norm correction: 1 / s^2 times the Gram diagonal
   // Workspace: partial accumulators [batch][num_q_heads][num_splits][D] and
   // partial (max, sum) [batch][num_q_heads][num_splits][2].
   // Partial (row, split) is at partials(D) (core::PartialLayout) in both.

@@ -126,7 +126,7 @@ def test_cuda_decode_on_cases(path):
     golden(case, lse=want_lse)
     np.testing.assert_array_equal(lse.cpu().numpy(), want_lse)
     fast = tq.decode(q, cache, table, lens, case.layout, case.scale, case.num_splits)
-    bound = 1.25e-3 if "a05" in path else 1e-3  # finding F11 (tests/common/fast_tolerance.hpp)
+    bound = 1e-3  # every case, a05 included (finding F11, fixed by the fast kernel's centroid scale)
     assert rel_l2(fast.cpu().numpy(), want) <= bound
     assert case.validate(fast).vs_golden.rel_l2 <= bound
     # on a non-default stream, bfloat16 query and output

@@ -105,7 +105,7 @@ def test_vllm_decode_drop_ins_on_cases(path, strict, monkeypatch):
         got = out.float().cpu().numpy()
         if strict and device == "cuda" or device == "cpu":
             np.testing.assert_array_equal(got, want)
-        bound = 1.25e-3 if "a05" in path and not strict and device == "cuda" else 1e-3  # finding F11
+        bound = 1e-3  # every case, a05 included (finding F11: the fast kernel's centroid scale)
         assert rel_l2(got, case.expected_out) <= bound, name
         # vLLM's buffers: output_buf reused (AoS: only in the query's dtype), lse written.
         holder = type("Layer", (), {})()
@@ -171,9 +171,11 @@ def test_vllm_soa_v1_sinks_enter_the_denominator_and_the_lse(path):
     got = out.float().cpu().numpy()
     if device == "cpu":
         np.testing.assert_array_equal(got, want)
-    else:
+        lse_tol = dict(rtol=1e-6, atol=1e-5)  # the golden model's own LSE
+    else:  # the fast kernel: scores with fp16 operands (H200: LSE within 9e-5 of the golden one)
         assert rel_l2(got, want) <= 1e-3
-    np.testing.assert_allclose(lse_buf.cpu().numpy(), np.logaddexp(want_lse, sinks_f32[None, :]), rtol=1e-6, atol=1e-5)
+        lse_tol = dict(rtol=0, atol=1e-3)
+    np.testing.assert_allclose(lse_buf.cpu().numpy(), np.logaddexp(want_lse, sinks_f32[None, :]), **lse_tol)
     assert rel_l2(got, golden(case)) > 1e-3  # the sinks changed the output
 
 

@@ -225,6 +225,17 @@ bool report_status(const std::string& what, LayoutKind layout, const Status& st)
   return false;
 }
 
+// One row of a single-call benchmark: `call` (returning its Status) once,
+// reported in place of the row if it fails, then its graph timed.
+template <class F>
+void bench_call(const char* name, LayoutKind layout, double bytes, double ceiling, int reps, cudaStream_t s, F&& call) {
+  if (!report_status(name, layout, call())) return;
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  cudaGraphExec_t exec = capture(s, [&] { CHECK_TQ(call()); });
+  report(name, layout, time_graph(exec, s, reps) * 1e3, bytes, ceiling);
+  CHECK_CUDA(cudaGraphExecDestroy(exec));
+}
+
 void bench_decode(Preset preset, LayoutKind layout, Shape shape, double ceiling, int reps, cudaStream_t s) {
   const int dims = 128, hk = 8, hq = 32, bs = 16, splits = 32;
   const BlockLayout l{preset_format(preset, dims, layout), bs, hk};
@@ -388,14 +399,8 @@ void bench_encode(Preset preset, LayoutKind layout, std::int64_t tokens, double 
   const CacheView view{l, cache, num_blocks};
   char name[128];
   std::snprintf(name, sizeof name, "encode %-8s %lldx%d bf16", preset_name(preset) + 11, (long long)tokens, hk);
-  if (report_status(name, layout, cuda::encode(view, a, s))) {
-    CHECK_CUDA(cudaStreamSynchronize(s));
-    cudaGraphExec_t exec = capture(s, [&] { CHECK_TQ(cuda::encode(view, a, s)); });
-    const double us = time_graph(exec, s, reps) * 1e3;
-    const double bytes = 2.0 * kv * 2 + double(tokens) * hk * l.format.slot_bytes();
-    report(name, layout, us, bytes, ceiling);
-    CHECK_CUDA(cudaGraphExecDestroy(exec));
-  }
+  const double bytes = 2.0 * kv * 2 + double(tokens) * hk * l.format.slot_bytes();
+  bench_call(name, layout, bytes, ceiling, reps, s, [&] { return cuda::encode(view, a, s); });
   CHECK_CUDA(cudaFree(cache));
   CHECK_CUDA(cudaFree(k));
   CHECK_CUDA(cudaFree(v));
@@ -443,14 +448,8 @@ void bench_dequantize(Preset preset, LayoutKind layout, Shape shape, DType out, 
   char name[128];
   std::snprintf(name, sizeof name, "dequantize %-8s %2dx%-6d %s %s", preset_name(preset) + 11, shape.batch, shape.seq,
                 dtype_name(out), basis == Basis::kOriginal ? "original" : "rotated");
-  if (report_status(name, layout, cuda::dequantize_sequences(view, a, s))) {
-    CHECK_CUDA(cudaStreamSynchronize(s));
-    cudaGraphExec_t exec = capture(s, [&] { CHECK_TQ(cuda::dequantize_sequences(view, a, s)); });
-    const double us = time_graph(exec, s, reps) * 1e3;
-    const double bytes = double(shape.batch) * shape.seq * hk * l.format.slot_bytes() + 2.0 * elements * dtype_size(out);
-    report(name, layout, us, bytes, ceiling);
-    CHECK_CUDA(cudaGraphExecDestroy(exec));
-  }
+  const double bytes = double(shape.batch) * shape.seq * hk * l.format.slot_bytes() + 2.0 * elements * dtype_size(out);
+  bench_call(name, layout, bytes, ceiling, reps, s, [&] { return cuda::dequantize_sequences(view, a, s); });
   CHECK_CUDA(cudaFree(cache));
   CHECK_CUDA(cudaFree(keys));
   CHECK_CUDA(cudaFree(values));

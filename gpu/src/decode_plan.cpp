@@ -17,15 +17,9 @@
 
 namespace turboquant::cuda {
 namespace detail {
-namespace {
 
-// The fast kernel's centroid scale s (params.hpp): the factor in [1, 2), in
-// steps of 1/4096, whose products s * c with the codebook's nonzero centroids
-// have the smallest worst relative error when rounded to fp16 (ties: the
-// smallest s). The scores (s c) . (q / s) then carry a fraction of the fp16
-// rounding of c itself: on the sharp vLLM case a05 that rounding was most of
-// the fast decode's 1.17e-3 error (docs/RELIABILITY.md F11). The search runs
-// once per codebook and thread (the last four codebooks are kept).
+// decode_setup.hpp. The search runs once per codebook and thread (the last
+// four codebooks are kept).
 float fast_centroid_scale(const Codebook& cb) {
   struct Entry {
     Codebook codebook;
@@ -58,6 +52,8 @@ float fast_centroid_scale(const Codebook& cb) {
   cached = std::min(cached + 1, 4);
   return best;
 }
+
+namespace {
 
 std::size_t shape_bytes(std::int64_t count, std::size_t element_bytes) {
   return static_cast<std::size_t>(count) * element_bytes;  // no overflow: check_decode_buffers passed

@@ -20,6 +20,14 @@ inline constexpr std::size_t kWorkspaceAlign = core::PartialLayout::kRegionAlign
 inline constexpr int kMaxGridYZ = 65535;
 inline constexpr std::size_t kOverflow = std::numeric_limits<std::size_t>::max();
 
+// The fast kernel's centroid scale s (params.hpp): the factor in [1, 2), in
+// steps of 1/4096, whose products s * c with the codebook's nonzero centroids
+// have the smallest worst relative error when rounded to fp16 (ties: the
+// smallest s). The scores (s c) . (q / s) then carry a fraction of the fp16
+// rounding of c itself: on the sharp vLLM case a05 that rounding was most of
+// the fast decode's 1.17e-3 error (docs/RELIABILITY.md F11).
+float fast_centroid_scale(const Codebook& cb);
+
 
 // Fast mode may cut a sequence into more splits than num_splits when the batch
 // is small (more blocks in flight); the workspace is sized for this many.

@@ -457,6 +457,9 @@ void bench_dequantize(Preset preset, LayoutKind layout, Shape shape, DType out, 
   CHECK_CUDA(cudaFree(d_lens));
 }
 
+// The presets in the order of every table of docs/PERFORMANCE.md.
+constexpr Preset kBenchPresets[] = {Preset::k4BitNc, Preset::kK8V4, Preset::kK3V4Nc, Preset::k3BitNc};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -505,11 +508,14 @@ int main(int argc, char** argv) {
   std::vector<Shape> shapes = {{1, 4096}, {1, 32768}, {8, 8192}, {32, 8192}, {64, 4096}, {16, 32768}};
   if (quick) shapes = {{1, 4096}, {16, 32768}};
   auto preset_ok = [&](Preset p) { return only_preset.empty() || only_preset == preset_name(p) + 11; };
-  for (Preset preset : {Preset::k4BitNc, Preset::kK8V4, Preset::kK3V4Nc, Preset::k3BitNc}) {
+  auto shape_ok = [&](Shape sh) {  // --shape BxS[,BxS...]
+    const std::string text = std::to_string(sh.batch) + "x" + std::to_string(sh.seq);
+    return only_shape.empty() || ("," + only_shape + ",").find("," + text + ",") != std::string::npos;
+  };
+  for (Preset preset : kBenchPresets) {
     if (!preset_ok(preset) || only_mode == "encode" || only_mode == "dequantize") continue;
     for (Shape sh : shapes) {
-      const std::string text = std::to_string(sh.batch) + "x" + std::to_string(sh.seq);
-      if (!only_shape.empty() && ("," + only_shape + ",").find("," + text + ",") == std::string::npos) continue;
+      if (!shape_ok(sh)) continue;
       for (int q : q_lens) {
         for (bool expanded : {false, true}) {
           if (q == 1 && expanded) continue;
@@ -521,15 +527,14 @@ int main(int argc, char** argv) {
       }
     }
   }
-  for (Preset preset : {Preset::k4BitNc, Preset::kK8V4, Preset::kK3V4Nc, Preset::k3BitNc}) {
+  for (Preset preset : kBenchPresets) {
     if (!preset_ok(preset) || !(only_mode.empty() || only_mode == "encode")) continue;
     for (LayoutKind layout : layout_list) bench_encode(preset, layout, 65536, ceiling, reps, s);
   }
-  for (Preset preset : {Preset::k4BitNc, Preset::kK8V4, Preset::kK3V4Nc, Preset::k3BitNc}) {
+  for (Preset preset : kBenchPresets) {
     if (!preset_ok(preset) || only_mode != "dequantize") continue;  // only when asked for
     for (Shape sh : {Shape{8, 8192}, Shape{16, 32768}}) {
-      const std::string text = std::to_string(sh.batch) + "x" + std::to_string(sh.seq);
-      if (!only_shape.empty() && ("," + only_shape + ",").find("," + text + ",") == std::string::npos) continue;
+      if (!shape_ok(sh)) continue;
       for (const auto& [out, basis] : {std::pair{DType::kFloat16, Basis::kRotated}, std::pair{DType::kFloat16, Basis::kOriginal},
                                        std::pair{DType::kBFloat16, Basis::kOriginal}, std::pair{DType::kFloat32, Basis::kOriginal}}) {
         for (LayoutKind layout : layout_list) bench_dequantize(preset, layout, sh, out, basis, ceiling, reps, s);

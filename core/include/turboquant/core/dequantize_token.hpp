@@ -1,7 +1,8 @@
 // Dequantize one token-head record (docs/ARITHMETIC.md §5, "Dequantize"): the
-// one definition the golden model (cpu/reference/dequantize_ref.cpp) and the
-// CUDA kernel (gpu/src/dequantize.cuh) both run, so their fp32 results are the
-// same bits by construction.
+// golden model's definition (cpu/reference/dequantize_ref.cpp). The CUDA
+// kernel (gpu/src/dequantize.cuh) runs the same steps on a group of lanes,
+// with group_contract.cuh's exact reductions for dot16 and the FWHT, so its
+// fp32 results are the same bits (tests/gpu/test_gpu_dequantize.cpp).
 #pragma once
 
 #include "turboquant/core/rotation.hpp"

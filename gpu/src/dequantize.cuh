@@ -1,274 +1,397 @@
 // The CUDA dequantize (cuda::dequantize, cuda::dequantize_sequences): a group
-// of D/32 lanes per (item, KV head), an item being one slot of the list or one
-// (sequence, position) of the block-table form, laid out as the encode's
-// groups are (group_contract.cuh: lane `sub` holds kRun contiguous dims of
-// every 16-dim row). The steps are core::dequantize_token_head's, in its
-// order, with the group's reductions where it reduces: the centroid (or FP8)
-// of each code, the stored norm (AoS: corrected by group_dot16(c, c)), c *
-// norm, for the original basis group_fwht and the times 1/sqrt(D) (or, for a
-// dense rotation, the fma chains of core::rotate_inverse over the vector
+// of D/32 lanes per record (item, KV head), an item being one slot of the list
+// or one (sequence, position) of the block-table form, laid out as the
+// encode's groups are (group_contract.cuh: lane `sub` holds kRun contiguous
+// dims of every 16-dim row). The steps are core::dequantize_token_head's, in
+// its order, with the group's reductions where it reduces: the centroid (or
+// FP8) of each code, the stored norm (AoS: corrected by group_dot16(c, c)),
+// c * norm, for the original basis group_fwht and the times 1/sqrt(D) (or, for
+// a dense rotation, the fma chains of core::rotate_inverse over the vector
 // staged in shared memory); values fma(code, scale, zero). So the fp32
 // outputs are dequantize_reference's bits (compiled with --fmad=false, like
 // the other bit-exact kernels); fp16 / bf16 outputs are those rounded to
 // nearest even, as core::store_element rounds them (the conversion
 // instructions, with core's quiet NaN).
 //
-// Record addresses are only 2-byte aligned (AoS), so codes are read as 16-bit
-// words; the outputs are written a lane's run at a time, as vectors when both
-// output pointers are aligned to the run (kVector).
+// What makes it fast (each step measured, docs/PERFORMANCE.md):
+// - the key and value bit widths are compile-time constants of the loop
+//   (one kernel per pair), so a lane's codes of a row are one or two 16-bit
+//   loads and constant shifts;
+// - key codes become floats through the block's centroids in shared memory
+//   (conflict-free: 8 or 16 words) or its FP8 table, value codes
+//   arithmetically;
+// - every load of a record (codes, norm, scale, zero) is issued before its
+//   first store, so a record waits for memory once;
+// - records go in output-row order, so a warp's groups write consecutive rows;
+// - the loop is warp-uniform (a group past the end computes on a dummy record
+//   and stores nothing), so the group reductions are plain full-warp shuffles.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
+#include "byte_stores.cuh"
 #include "dequantize_params.hpp"
+#include "fast_divisor.hpp"
 #include "group_contract.cuh"
+#include "turboquant/core/fp8.hpp"
 #include "turboquant/core/quantize.hpp"
 #include "turboquant/core/token_codec.hpp"
 
 namespace turboquant::cuda::detail {
 
 inline constexpr int kDequantizeThreads = 128;
-inline constexpr int kDequantizeBlocksPerSm = 8;  // 32 warps per SM: 64 registers, no spills
+// Resident blocks per SM: D 128 fits 64 registers (32 warps per SM); D 64
+// (8-element runs) and D 256 (16 rows of raw codes per field) need more
+// registers (85 at 6 blocks).
+template <int D>
+inline constexpr int kDequantizeBlocksPerSm = D == 128 ? 8 : 6;
+inline constexpr unsigned kFullWarp = 0xffffffffu;
+
+// FP8 keys' floats, one per byte, per block (conversions differ per flavour;
+// the table is core::fp8_to_float's). Lloyd-Max keys read the block's
+// centroids (8 or 16 floats: the lanes of a warp that read different codes hit
+// different banks, so every lookup is one shared-memory wavefront); value
+// codes become floats arithmetically (value_code_float).
+struct Fp8Table {
+  float value[256];
+};
+
+__device__ __forceinline__ void build_fp8_table(const DequantizeParams& p, Fp8Table& t) {
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+    t.value[i] = core::fp8_to_float(p.layout.format.fp8_format, static_cast<std::uint8_t>(i));
+  }
+}
+
+// The exact float of a code below 2^23: 2^23 + code has the code in its low
+// mantissa bits, and subtracting 2^23 is exact (no I2F, no table).
+__device__ __forceinline__ float value_code_float(std::uint32_t code) {
+  return __uint_as_float(0x4b000000u | code) - 8388608.0f;
+}
 
 // Where the group's record comes from and where its rows go.
 struct DequantizeRecord {
   const std::uint8_t* block;
   int t, h;
   std::int64_t row;  // output row (head_dim elements)
-  bool valid;        // false past seq_lens[b] in the block-table form
+  bool valid;        // false past seq_lens[b] (block-table form) or past the work
 };
 
-// Record w = item * heads + h. I: the index type, std::uint32_t when the
-// work and the cache's slots fit (DequantizeParams::narrow_indices; 64-bit
-// divisions are long software routines), else std::int64_t.
+__device__ __forceinline__ DequantizeRecord dummy_record(const DequantizeParams& p) {
+  return {p.cache, 0, 0, 0, false};  // slot 0 of block 0: read, never stored
+}
+
+// n / d in the index type: FastDivisor's multiply-high for 32-bit indices.
+template <class I>
+__device__ __forceinline__ I quotient(I n, const FastDivisor& d) {
+  if constexpr (std::is_same_v<I, std::uint32_t>) {
+    return d.div(n);
+  } else {
+    return n / static_cast<I>(d.divisor);
+  }
+}
+
+// Record w in the order of the output rows (row = w), so that a warp's groups
+// write consecutive rows: the list form w = item * heads + h; the block-table
+// form w = (b * heads + h) * max_seq + j, consecutive positions of one head.
+// I: the index type, std::uint32_t when the work and the cache's slots fit
+// (DequantizeParams::narrow_indices; 64-bit divisions are long software
+// routines), else std::int64_t.
 template <class I>
 __device__ __forceinline__ DequantizeRecord locate_record(const DequantizeParams& p, I w) {
-  const core::BlockLayout& l = p.layout;
-  const I heads = static_cast<I>(l.num_kv_heads);
-  const I bs = static_cast<I>(l.block_size);
-  const I item = w / heads;
-  const int h = static_cast<int>(w - item * heads);
-  I slot, row;
+  const I heads = static_cast<I>(p.heads_div.divisor);
+  const I bs = static_cast<I>(p.block_size_div.divisor);
+  I block, t;
+  int h;
   if (p.slots != nullptr) {
-    slot = static_cast<I>(p.slots[item]);
-    row = w;  // item * heads + h
+    const I item = quotient(w, p.heads_div);
+    h = static_cast<int>(w - item * heads);
+    const I slot = static_cast<I>(p.slots[item]);
+    block = quotient(slot, p.block_size_div);
+    t = slot - block * bs;
   } else {
-    const I max_seq = static_cast<I>(p.max_seq);
-    const I b = item / max_seq;
-    const I j = item - b * max_seq;
-    if (j >= static_cast<I>(p.seq_lens[b])) return {nullptr, 0, 0, 0, false};
-    const I blk = static_cast<I>(p.block_table[std::int64_t(b) * p.max_blocks_per_seq + j / bs]);
-    slot = blk * bs + j % bs;
-    row = (b * heads + h) * max_seq + j;
+    const I max_seq = static_cast<I>(p.max_seq_div.divisor);
+    const I bh = quotient(w, p.max_seq_div);
+    const I j = w - bh * max_seq;
+    const I b = quotient(bh, p.heads_div);
+    h = static_cast<int>(bh - b * heads);
+    if (j >= static_cast<I>(p.seq_lens[b])) return dummy_record(p);
+    const I jb = quotient(j, p.block_size_div);
+    block = static_cast<I>(p.block_table[std::int64_t(b) * p.max_blocks_per_seq + jb]);
+    t = j - jb * bs;
   }
-  const I block = slot / bs;
-  return {p.cache + l.block_base(std::int64_t(block)), static_cast<int>(slot - block * bs), h, std::int64_t(row), true};
+  return {p.cache + p.layout.block_base(std::int64_t(block)), static_cast<int>(t), h, std::int64_t(w), true};
 }
 
-// The kRun codes of dims first .. first + kRun - 1 of a packed array (code d
-// at bit bits * d, core::unpack_code's order), in the low bits of the result:
-// code e at bit bits * e. Read as the 16-bit words covering them (every code
-// array starts 2-byte aligned: cuda::dequantize checks the cache pointer, and
-// record and field offsets are even), so a run costs 1-5 loads, not one per byte.
-template <int kRun>
-__device__ __forceinline__ std::uint64_t code_run(const std::uint8_t* codes, int bits, int first) {
-  // bit % 16 + bits * kRun <= 64: 8-bit and 4-bit runs start on a 16-bit word
-  // when kRun >= 4, and otherwise the run is short.
-  constexpr int kMaxWords = (15 + 8 * kRun + 15) / 16 < 4 ? (15 + 8 * kRun + 15) / 16 : 4;
-  const int bit = bits * first;
-  const int words = (bit % 16 + bits * kRun + 15) / 16;
-  const auto* src = reinterpret_cast<const std::uint16_t*>(codes) + bit / 16;
-  std::uint64_t w = 0;
-#pragma unroll
-  for (int i = 0; i < kMaxWords; ++i) {
-    if (i < words) w |= std::uint64_t{src[i]} << (16 * i);
-  }
-  return w >> (bit % 16);
+__device__ __forceinline__ DequantizeRecord locate_record(const DequantizeParams& p, std::int64_t w) {
+  if (w >= p.work) return dummy_record(p);
+  return p.narrow_indices ? locate_record<std::uint32_t>(p, static_cast<std::uint32_t>(w))
+                          : locate_record<std::int64_t>(p, w);
 }
 
-// The codes of lane `sub`'s elements (group_contract.cuh's order).
-template <int D>
-__device__ __forceinline__ void load_codes(const std::uint8_t* codes, int bits, int sub,
-                                           int (&out)[RecordGroup<D>::kElems]) {
+__device__ __forceinline__ std::uint32_t load_u16(const std::uint8_t* p) {
+  return __ldg(reinterpret_cast<const unsigned short*>(p));
+}
+
+// An fp16 field as fp32: the conversion instruction is exact for every finite
+// value; inf and NaN take core::fp16_to_float's bits.
+__device__ __forceinline__ float fp16_value(std::uint32_t bits) {
+  const auto h = static_cast<std::uint16_t>(bits);
+  return (h & 0x7c00u) == 0x7c00u ? core::fp16_to_float(h) : __half2float(__ushort_as_half(h));
+}
+
+// Lane `sub`'s run of kRun codes in every 16-dim row of a packed code array
+// (code d at bit kBits * d, core::unpack_code's order), loaded as the 16-bit
+// words that cover it (code arrays start 2-byte aligned: the dequantize checks
+// the cache pointer, and record and field offsets are even). A row is kBits
+// words, so where a run starts in its row's words depends on `sub` only.
+template <int D, int kBits>
+struct CodeRuns {
   using G = RecordGroup<D>;
-  const std::uint32_t code_mask = (1u << bits) - 1u;
+  static constexpr int kRunBits = kBits * G::kRun;
+  __host__ __device__ static constexpr int words_for(int sub) { return (kRunBits * sub % 16 + kRunBits + 15) / 16; }
+  __host__ __device__ static constexpr int max_words() {
+    int m = 0;
+    for (int s = 0; s < G::kLanes; ++s) m = words_for(s) > m ? words_for(s) : m;
+    return m;
+  }
+  static constexpr int kMaxWords = max_words();  // 1, 2 or 4
+  using Word = std::conditional_t<(kMaxWords > 2), std::uint64_t, std::uint32_t>;
+
+  Word raw[G::kRows];  // row r's words, the run at bit shift(sub)
+
+  __device__ static int shift(int sub) { return kRunBits * sub % 16; }
+
+  __device__ __forceinline__ void load(const std::uint8_t* codes, int sub) {
+    const std::uint8_t* first = codes + 2 * (kRunBits * sub / 16);
+    const int words = words_for(sub);
 #pragma unroll
-  for (int r = 0; r < G::kRows; ++r) {
-    const std::uint64_t run = code_run<G::kRun>(codes, bits, G::dim(sub, r * G::kRun));
+    for (int r = 0; r < G::kRows; ++r) {
+      Word w = 0;
 #pragma unroll
-    for (int e = 0; e < G::kRun; ++e) {
-      out[r * G::kRun + e] = static_cast<int>(static_cast<std::uint32_t>(run >> (bits * e)) & code_mask);
+      for (int i = 0; i < kMaxWords; ++i) {
+        if (i == 0 || i < words) w |= static_cast<Word>(load_u16(first + 2 * (kBits * r + i))) << (16 * i);
+      }
+      raw[r] = w;
     }
   }
-}
 
-// K of the record in lane `sub`'s elements: core::dequantize_token_head's key
-// half. `staged` (2 D floats of shared memory per group) is used only by a
-// dense rotation.
-template <int D>
-__device__ __forceinline__ void dequantize_key(const DequantizeParams& p, const DequantizeRecord& rec,
-                                               const float* centroids, int sub, unsigned mask, float* staged,
+  // Lane `sub`'s elements (group_contract.cuh's order): element e of row r is
+  // to_float(code).
+  template <class F>
+  __device__ __forceinline__ void to_floats(int sub, F&& to_float, float (&out)[G::kElems]) const {
+    const int s = shift(sub);
+#pragma unroll
+    for (int r = 0; r < G::kRows; ++r) {
+      const Word run = raw[r] >> s;
+#pragma unroll
+      for (int e = 0; e < G::kRun; ++e) {
+        out[r * G::kRun + e] = to_float(static_cast<std::uint32_t>(run >> (kBits * e)) & ((1u << kBits) - 1u));
+      }
+    }
+  }
+};
+
+// K of the record in lane `sub`'s elements from its loaded codes:
+// core::dequantize_token_head's key half. Returns whether every element is
+// finite (then the narrowing needs no NaN check): true for Lloyd-Max keys
+// with a finite norm (centroids and the checked dense rotation are finite,
+// and the corrected norm divides by at least 1e-8), false for FP8 keys.
+// `staged` (2 D floats of shared memory per group) is used only by a dense
+// rotation.
+template <int D, int KB>
+__device__ __forceinline__ bool dequantize_key(const DequantizeParams& p, const core::BlockLayout& l,
+                                               const CodeRuns<D, KB>& codes, std::uint32_t norm_bits,
+                                               const float* key_floats, int sub, float* staged,
                                                float (&k)[RecordGroup<D>::kElems]) {
   using G = RecordGroup<D>;
-  const core::BlockLayout& l = p.layout;
-  const core::Format& f = l.format;
-  const std::uint8_t* key_bytes = rec.block + l.key_data_offset(rec.t, rec.h);
-  int codes[G::kElems];
-  load_codes<D>(key_bytes, f.key_bits, sub, codes);
-  if (f.fp8_keys()) {  // stored unrotated: the same values in either basis
+  codes.to_floats(sub, [&](std::uint32_t c) { return key_floats[c]; }, k);  // centroids or FP8 values
+  if constexpr (KB == core::kFp8KeyBits) {
+    return false;  // stored unrotated: the same values in either basis
+  } else {
+    const float stored = fp16_value(norm_bits);
+    const float norm = l.format.norm_corrected_at_decode()
+                           ? core::decoded_key_norm(stored, group_dot16<D>(k, k, kFullWarp), true)
+                           : stored;
 #pragma unroll
-    for (int x = 0; x < G::kElems; ++x) k[x] = core::fp8_to_float(f.fp8_format, static_cast<std::uint8_t>(codes[x]));
-    return;
-  }
+    for (int x = 0; x < G::kElems; ++x) k[x] = core::mul_rn(k[x], norm);
+    const bool finite = isfinite(stored);
+    if (!p.original) return finite;
+    if (p.rotation == nullptr) {  // core::rotate_inverse of the Hadamard rotation: fwht, then times 1/sqrt(D)
+      group_fwht<D>(k, sub, kFullWarp);
+      constexpr float kInvSqrt = core::inv_sqrt_pow2(D);
 #pragma unroll
-  for (int x = 0; x < G::kElems; ++x) k[x] = centroids[codes[x]];
-  const float stored = core::read_key_norm(l, rec.block, rec.t, rec.h);
-  const float norm =
-      f.norm_corrected_at_decode() ? core::decoded_key_norm(stored, group_dot16<D>(k, k, mask), true) : stored;
+      for (int x = 0; x < G::kElems; ++x) k[x] = core::mul_rn(k[x], kInvSqrt);
+      return finite;
+    }
+    // Dense: out[i] = sum over j of in[j] * pit[i][j], an fma chain from +0 in
+    // j order; in and out staged (a loop over a register array would put k in
+    // local memory).
+    float* out = staged + D;
 #pragma unroll
-  for (int x = 0; x < G::kElems; ++x) k[x] = core::mul_rn(k[x], norm);
-  if (!p.original) return;
-  if (p.rotation == nullptr) {  // core::rotate_inverse of the Hadamard rotation: fwht, then times 1/sqrt(D)
-    group_fwht<D>(k, sub, mask);
-    constexpr float kInvSqrt = core::inv_sqrt_pow2(D);
-#pragma unroll
-    for (int x = 0; x < G::kElems; ++x) k[x] = core::mul_rn(k[x], kInvSqrt);
-    return;
-  }
-  // Dense: out[i] = sum over j of in[j] * pit[i][j], an fma chain from +0 in j
-  // order; in and out staged (a loop over a register array would put k in
-  // local memory).
-  float* out = staged + D;
-#pragma unroll
-  for (int x = 0; x < G::kElems; ++x) staged[G::dim(sub, x)] = k[x];
-  __syncwarp(mask);
+    for (int x = 0; x < G::kElems; ++x) staged[G::dim(sub, x)] = k[x];
+    __syncwarp();
 #pragma unroll 1
-  for (int x = 0; x < G::kElems; ++x) {
-    const int i = G::dim(sub, x);
-    const float* row = p.rotation + std::int64_t{i} * D;
-    float s = 0.0f;
+    for (int x = 0; x < G::kElems; ++x) {
+      const int i = G::dim(sub, x);
+      const float* row = p.rotation + std::int64_t{i} * D;
+      float s = 0.0f;
 #pragma unroll 4
-    for (int j = 0; j < D; ++j) s = core::fma_rn(staged[j], row[j], s);
-    out[i] = s;
-  }
+      for (int j = 0; j < D; ++j) s = core::fma_rn(staged[j], row[j], s);
+      out[i] = s;
+    }
 #pragma unroll
-  for (int x = 0; x < G::kElems; ++x) k[x] = out[G::dim(sub, x)];  // the lane's own dims: no barrier needed
-  __syncwarp(mask);  // before the next record overwrites `staged`
+    for (int x = 0; x < G::kElems; ++x) k[x] = out[G::dim(sub, x)];  // the lane's own dims: no barrier needed
+    __syncwarp();  // before the next record overwrites `staged`
+    return finite;
+  }
 }
 
-template <int D>
-__device__ __forceinline__ void dequantize_value(const DequantizeParams& p, const DequantizeRecord& rec, int sub,
-                                                 float (&v)[RecordGroup<D>::kElems]) {
+// V of the record: fma(code, scale, zero) per element. Returns whether every
+// element is finite (codes are at most 15, so a finite scale and zero give
+// finite values).
+template <int D, int VB>
+__device__ __forceinline__ bool dequantize_value(const CodeRuns<D, VB>& codes, std::uint32_t scale_bits,
+                                                 std::uint32_t zero_bits, int sub, float (&v)[RecordGroup<D>::kElems]) {
   using G = RecordGroup<D>;
-  const core::BlockLayout& l = p.layout;
-  int codes[G::kElems];
-  load_codes<D>(rec.block + l.value_data_offset(rec.t, rec.h), l.format.value_bits, sub, codes);
-  const float scale = core::read_meta(l, rec.block, rec.t, rec.h, core::MetaField::kValueScale);
-  const float zero = core::read_meta(l, rec.block, rec.t, rec.h, core::MetaField::kValueZero);
+  codes.to_floats(sub, value_code_float, v);
+  const float scale = fp16_value(scale_bits);
+  const float zero = fp16_value(zero_bits);
 #pragma unroll
-  for (int x = 0; x < G::kElems; ++x) v[x] = core::dequant_value(static_cast<float>(codes[x]), scale, zero);
+  for (int x = 0; x < G::kElems; ++x) v[x] = core::dequant_value(v[x], scale, zero);  // v holds the exact codes
+  return isfinite(scale) && isfinite(zero);
 }
 
 // Two outputs narrowed to kOut as one word (lo in the low half): the
 // conversion instructions round to nearest even as core::float_to_fp16 /
-// float_to_bf16 do; a NaN takes core's quiet NaN instead of the canonical one.
+// float_to_bf16 do.
 template <DType kOut>
 __device__ __forceinline__ std::uint32_t narrow_pair(float lo, float hi) {
-  std::uint32_t w;
   if constexpr (kOut == DType::kFloat16) {
     const __half2 h = __floats2half2_rn(lo, hi);
-    w = *reinterpret_cast<const std::uint32_t*>(&h);
+    return *reinterpret_cast<const std::uint32_t*>(&h);
   } else {
     const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    w = *reinterpret_cast<const std::uint32_t*>(&h);
+    return *reinterpret_cast<const std::uint32_t*>(&h);
   }
-  if (lo != lo || hi != hi) {
-    const auto narrow = [](float x) { return kOut == DType::kFloat16 ? core::float_to_fp16(x) : core::float_to_bf16(x); };
-    w = narrow(lo) | (std::uint32_t{narrow(hi)} << 16);
-  }
-  return w;
 }
 
-// Lane `sub`'s elements to the output row at `row_base` (elements): one run
-// of kRun contiguous elements per 16-dim row.
-template <int D, DType kOut, bool kVector>
-__device__ __forceinline__ void store_share(void* base, std::int64_t row_base, int sub,
-                                            const float (&x)[RecordGroup<D>::kElems]) {
+// The pair's word with core's quiet NaN where an element is NaN (the
+// instructions give the canonical one).
+template <DType kOut>
+__device__ __noinline__ std::uint32_t narrow_pair_nan(float lo, float hi) {
+  const auto narrow = [](float x) { return kOut == DType::kFloat16 ? core::float_to_fp16(x) : core::float_to_bf16(x); };
+  return narrow(lo) | (std::uint32_t{narrow(hi)} << 16);
+}
+
+// Lane `sub`'s elements to the output row at `row_base` (elements) when
+// `valid`; every lane of the warp calls it (the 16-bit D 128 path exchanges
+// words). `finite`: no element is NaN, so no NaN is looked for. `align`: the
+// outputs' common alignment (at most 16).
+// Stores: one run of kRun contiguous elements per 16-dim row, as wide as
+// `align` allows; for 16-bit outputs of D 128 (8-byte runs) the lane pairs
+// (sub, sub ^ 1) swap the runs of two rows so that each lane stores 16 bytes
+// (the even lane row 2q's 8 dims, the odd one row 2q + 1's): half the store
+// instructions, each covering twice the bytes.
+template <int D, DType kOut>
+__device__ __forceinline__ void store_record(void* base, std::int64_t row_base, int sub,
+                                             const float (&x)[RecordGroup<D>::kElems], bool finite, bool valid,
+                                             unsigned align) {
   using G = RecordGroup<D>;
   constexpr int kSize = kOut == DType::kFloat32 ? 4 : 2;
-  constexpr int kWords = G::kRun * kSize / 4;  // 1 .. 8
+  constexpr int kWords = G::kRun * kSize / 4;  // per row: 1 .. 8
+  std::uint32_t w[G::kRows][kWords];
 #pragma unroll
   for (int r = 0; r < G::kRows; ++r) {
-    std::uint32_t w[kWords];
 #pragma unroll
     for (int k = 0; k < kWords; ++k) {
       if constexpr (kOut == DType::kFloat32) {
-        w[k] = __float_as_uint(x[r * G::kRun + k]);
+        w[r][k] = __float_as_uint(x[r * G::kRun + k]);
       } else {
-        w[k] = narrow_pair<kOut>(x[r * G::kRun + 2 * k], x[r * G::kRun + 2 * k + 1]);
+        const float lo = x[r * G::kRun + 2 * k], hi = x[r * G::kRun + 2 * k + 1];
+        w[r][k] = narrow_pair<kOut>(lo, hi);
+        if (!finite && (lo != lo || hi != hi)) w[r][k] = narrow_pair_nan<kOut>(lo, hi);
       }
     }
-    auto* dst = static_cast<std::uint8_t*>(base) + (row_base + G::dim(sub, r * G::kRun)) * kSize;
-    if constexpr (kVector && kWords % 4 == 0) {
+  }
+  auto* out = static_cast<std::uint8_t*>(base);
+  if constexpr (kSize == 2 && kWords == 2) {
+    const bool odd = sub & 1;
 #pragma unroll
-      for (int k = 0; k < kWords / 4; ++k) {
-        reinterpret_cast<uint4*>(dst)[k] = make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
-      }
-    } else if constexpr (kVector && kWords == 2) {
-      *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
-    } else if constexpr (kVector && kWords == 1) {
-      *reinterpret_cast<std::uint32_t*>(dst) = w[0];
-    } else if constexpr (kOut == DType::kFloat32) {
+    for (int q = 0; q < G::kRows / 2; ++q) {
+      const std::uint32_t s0 = odd ? w[2 * q][0] : w[2 * q + 1][0];  // what the partner stores
+      const std::uint32_t s1 = odd ? w[2 * q][1] : w[2 * q + 1][1];
+      const std::uint32_t r0 = __shfl_xor_sync(kFullWarp, s0, 1);
+      const std::uint32_t r1 = __shfl_xor_sync(kFullWarp, s1, 1);
+      const std::uint32_t both[4] = {odd ? r0 : w[2 * q][0], odd ? r1 : w[2 * q][1], odd ? w[2 * q + 1][0] : r0,
+                                     odd ? w[2 * q + 1][1] : r1};
+      const int dim = odd ? G::dim(sub - 1, (2 * q + 1) * G::kRun) : G::dim(sub, 2 * q * G::kRun);
+      if (valid) store_bytes<16>(out + (row_base + dim) * kSize, both, align);
+    }
+  } else {
 #pragma unroll
-      for (int k = 0; k < kWords; ++k) reinterpret_cast<std::uint32_t*>(dst)[k] = w[k];
-    } else {  // 16-bit outputs are 2-byte aligned (validate_dequantize)
-#pragma unroll
-      for (int k = 0; k < 2 * kWords; ++k) {
-        reinterpret_cast<std::uint16_t*>(dst)[k] = static_cast<std::uint16_t>(w[k / 2] >> (16 * (k % 2)));
-      }
+    for (int r = 0; r < G::kRows; ++r) {
+      if (valid) store_bytes<4 * kWords>(out + (row_base + G::dim(sub, r * G::kRun)) * kSize, w[r], align);
     }
   }
 }
 
-// kVector: both output pointers aligned to min(16, kRun * sizeof(out)).
-// Dynamic shared memory: 2 D floats per group when p.rotation is dense, else none.
-template <int D, DType kOut, bool kVector>
-__global__ void __launch_bounds__(kDequantizeThreads, kDequantizeBlocksPerSm) dequantize_kernel(DequantizeParams p) {
+// The grid-stride loop over records for one (key bits, value bits): KB and VB
+// are constants here, so are the layout's sizes and offsets.
+template <int D, core::LayoutKind kLayout, DType kOut, int KB, int VB>
+__device__ __forceinline__ void dequantize_records(const DequantizeParams& p, const float* key_floats,
+                                                   float* staged) {
   using G = RecordGroup<D>;
   constexpr int kGroups = kDequantizeThreads / G::kLanes;
+  const core::Format& rf = p.layout.format;
+  const core::BlockLayout l{core::Format{KB, VB, rf.norm_correction, D, kLayout, rf.fp8_format}, p.layout.block_size,
+                            p.layout.num_kv_heads};
+  const unsigned align = min(min(alignment_of(p.keys), alignment_of(p.values)), 16u);
+  const int sub = threadIdx.x % G::kLanes;
+  const int group_in_warp = threadIdx.x % 32 / G::kLanes;
+  const std::int64_t stride = std::int64_t{gridDim.x} * kGroups;
+  // The loop runs while any group of the warp has a record (warp-uniform).
+  for (std::int64_t warp_first = std::int64_t{blockIdx.x} * kGroups + threadIdx.x / 32 * (32 / G::kLanes);
+       warp_first < p.work; warp_first += stride) {
+    const DequantizeRecord rec = locate_record(p, warp_first + group_in_warp);
+    CodeRuns<D, KB> key_codes;
+    CodeRuns<D, VB> value_codes;
+    key_codes.load(rec.block + l.key_data_offset(rec.t, rec.h), sub);
+    value_codes.load(rec.block + l.value_data_offset(rec.t, rec.h), sub);
+    const std::uint32_t norm_bits =
+        KB == core::kFp8KeyBits ? 0u : load_u16(rec.block + l.meta_field_offset(rec.t, rec.h, core::MetaField::kKeyNorm));
+    const std::uint32_t scale_bits = load_u16(rec.block + l.meta_field_offset(rec.t, rec.h, core::MetaField::kValueScale));
+    const std::uint32_t zero_bits = load_u16(rec.block + l.meta_field_offset(rec.t, rec.h, core::MetaField::kValueZero));
+    float x[G::kElems];  // K, stored, then V (one vector live at a time)
+    const bool key_finite = dequantize_key<D, KB>(p, l, key_codes, norm_bits, key_floats, sub, staged, x);
+    store_record<D, kOut>(p.keys, rec.row * D, sub, x, key_finite, rec.valid, align);
+    const bool value_finite = dequantize_value<D, VB>(value_codes, scale_bits, zero_bits, sub, x);
+    store_record<D, kOut>(p.values, rec.row * D, sub, x, value_finite, rec.valid, align);
+  }
+}
+
+// One kernel per (head_dim, layout, output dtype, key bits, value bits): with
+// the bit widths dispatched inside one kernel, its six loops shared hoisted
+// values and spilled them. Dynamic shared memory: 2 D floats per group when
+// p.rotation is dense, else none.
+template <int D, core::LayoutKind kLayout, DType kOut, int KB, int VB>
+__global__ void __launch_bounds__(kDequantizeThreads, kDequantizeBlocksPerSm<D>) dequantize_kernel(DequantizeParams p) {
+  using G = RecordGroup<D>;
   extern __shared__ float dense_staging[];
   __shared__ float centroids[core::kMaxCodebookSize];
-  if (threadIdx.x == 0) {  // constant indices: a parameter indexed by thread would be copied to the stack
+  __shared__ Fp8Table fp8;
+  if constexpr (KB == core::kFp8KeyBits) {
+    build_fp8_table(p, fp8);
+  } else if (threadIdx.x == 0) {  // constant indices: a parameter indexed by thread would be copied to the stack
 #pragma unroll
     for (int i = 0; i < core::kMaxCodebookSize; ++i) centroids[i] = p.codebook.centroids[i];
   }
   __syncthreads();
-  const int lane = threadIdx.x % 32;
-  const int sub = lane % G::kLanes;
-  const unsigned mask = G::mask(lane);
   float* staged = dense_staging + (threadIdx.x / G::kLanes) * (p.rotation != nullptr ? 2 * D : 0);
-  const auto records = [&](auto first) {  // the grid-stride loop over records, in decltype(first)
-    using I = decltype(first);
-    const I work = static_cast<I>(p.num_items * p.layout.num_kv_heads);
-    for (I w = first; w < work; w += static_cast<I>(gridDim.x) * kGroups) {
-      const DequantizeRecord rec = locate_record<I>(p, w);
-      if (!rec.valid) continue;  // the whole group
-      float x[G::kElems];  // K, stored, then V (one vector live at a time: 64 registers)
-      dequantize_key<D>(p, rec, centroids, sub, mask, staged, x);
-      store_share<D, kOut, kVector>(p.keys, rec.row * D, sub, x);
-      dequantize_value<D>(p, rec, sub, x);
-      store_share<D, kOut, kVector>(p.values, rec.row * D, sub, x);
-    }
-  };
-  const int first = blockIdx.x * kGroups + threadIdx.x / G::kLanes;  // grid <= one wave: no overflow
-  if (p.narrow_indices) {
-    records(static_cast<std::uint32_t>(first));
-  } else {
-    records(static_cast<std::int64_t>(first));
-  }
+  dequantize_records<D, kLayout, kOut, KB, VB>(p, KB == core::kFp8KeyBits ? fp8.value : centroids, staged);
 }
 
 }  // namespace turboquant::cuda::detail

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "fast_divisor.hpp"
 #include "turboquant/core/block_layout.hpp"
 #include "turboquant/core/codebook.hpp"
 #include "turboquant/dtype.hpp"
@@ -24,9 +25,13 @@ struct DequantizeParams {
   int max_seq = 0;
   std::int64_t num_items = 0;  // num_slots, or batch * max_seq
   std::int64_t num_blocks = 0;  // of the cache
-  // Set by launch_dequantize: num_items * Hk and num_blocks * block_size fit
-  // 32 bits (the kernel's index arithmetic is then 32-bit).
+  // Set by launch_dequantize: the records, num_items * Hk; whether they and
+  // num_blocks * block_size fit 32 bits (the kernel's index arithmetic is
+  // then 32-bit).
+  std::int64_t work = 0;
   bool narrow_indices = false;
+  // Set by launch_dequantize: Hk, max_seq (block-table form) and block_size.
+  FastDivisor heads_div, max_seq_div, block_size_div;
   void* keys = nullptr;
   void* values = nullptr;
   DType out_dtype = DType::kFloat32;

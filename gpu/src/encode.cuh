@@ -18,6 +18,7 @@
 // (key_denominator, stored_key_norm, value_params of the range).
 #pragma once
 
+#include "byte_stores.cuh"
 #include "group_contract.cuh"
 #include "mma_utils.cuh"  // load_chunk
 #include "params.hpp"
@@ -131,29 +132,6 @@ __device__ __forceinline__ void stage_codes(std::uint8_t* codes, int sub, const 
   }
 }
 
-// kBytes bytes (a multiple of 4) from words to dst, as wide as dst's alignment allows.
-template <int kBytes>
-__device__ __forceinline__ void store_bytes(std::uint8_t* dst, const std::uint32_t (&w)[kBytes / 4]) {
-  const auto addr = reinterpret_cast<std::uintptr_t>(dst);
-  if (kBytes % 16 == 0 && addr % 16 == 0) {
-#pragma unroll
-    for (int k = 0; k < kBytes / 16; ++k) {
-      reinterpret_cast<uint4*>(dst)[k] = make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
-    }
-  } else if (addr % 4 == 0) {
-#pragma unroll
-    for (int k = 0; k < kBytes / 4; ++k) reinterpret_cast<std::uint32_t*>(dst)[k] = w[k];
-  } else if (addr % 2 == 0) {
-#pragma unroll
-    for (int k = 0; k < kBytes / 2; ++k) {
-      reinterpret_cast<std::uint16_t*>(dst)[k] = static_cast<std::uint16_t>(w[k / 2] >> (16 * (k % 2)));
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < kBytes; ++k) dst[k] = static_cast<std::uint8_t>(w[k / 4] >> (8 * (k % 4)));
-  }
-}
-
 // Lane `sub` packs the code bytes of dims [32 sub, 32 sub + 32) (code d at bit
 // bits*d, as core::pack_codes) and stores them at record + 4 * bits * sub.
 template <int kBits>
@@ -165,7 +143,7 @@ __device__ __forceinline__ void pack_and_store(const std::uint8_t* codes, int su
   c[0] = c0.x, c[1] = c0.y, c[2] = c0.z, c[3] = c0.w, c[4] = c1.x, c[5] = c1.y, c[6] = c1.z, c[7] = c1.w;
   std::uint8_t* dst = record + 4 * kBits * sub;
   if constexpr (kBits == 8) {
-    store_bytes<32>(dst, c);
+    store_bytes<32>(dst, c, alignment_of(dst));
   } else if constexpr (kBits == 4) {
     std::uint32_t w[4];
 #pragma unroll
@@ -175,7 +153,7 @@ __device__ __forceinline__ void pack_and_store(const std::uint8_t* codes, int su
       const std::uint32_t hi = c[2 * k + 1] | (c[2 * k + 1] >> 4);
       w[k] = __byte_perm(lo, hi, 0x6420);
     }
-    store_bytes<16>(dst, w);
+    store_bytes<16>(dst, w, alignment_of(dst));
   } else {
     static_assert(kBits == 3, "3, 4 or 8 bits");
     std::uint32_t g[4];  // 24-bit groups of 8 codes
@@ -187,7 +165,7 @@ __device__ __forceinline__ void pack_and_store(const std::uint8_t* codes, int su
       g[k] = v;
     }
     const std::uint32_t w[3] = {g[0] | (g[1] << 24), (g[1] >> 8) | (g[2] << 16), (g[2] >> 16) | (g[3] << 8)};
-    store_bytes<12>(dst, w);
+    store_bytes<12>(dst, w, alignment_of(dst));
   }
 }
 

@@ -14,18 +14,14 @@ namespace {
 
 using namespace testing;
 
-class GpuDequantize : public ::testing::TestWithParam<std::tuple<Preset, LayoutKind, int>> {};
-
-TEST_P(GpuDequantize, BytesEqualTheGoldenModel) {
-  TQ_REQUIRE_DEVICE();
-  const auto [preset, layout, head_dim] = GetParam();
-  const std::vector<int> dims = cuda::supported_head_dims();
-  if (std::find(dims.begin(), dims.end(), head_dim) == dims.end()) GTEST_SKIP() << "no instance for " << head_dim;
+// The list and sequence forms of cuda::dequantize on a problem of format f,
+// in both bases and every output dtype, against dequantize_reference's bytes.
+void expect_golden_bytes(const Format& f, int seed) {
   ProblemSpec s;
-  s.format = preset_format(preset, head_dim, layout);
+  s.format = f;
   s.num_kv_heads = 3;  // odd: AoS slots of 4k + 2 bytes change phase between heads
   s.seq_lens = {1, 0, 77, 16, 300};
-  s.seed = 5 + head_dim;
+  s.seed = seed;
   const Problem p = make_problem(s);
   for (Basis basis : {Basis::kOriginal, Basis::kRotated}) {
     for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
@@ -43,6 +39,44 @@ TEST_P(GpuDequantize, BytesEqualTheGoldenModel) {
       ASSERT_TRUE(ss.ok()) << ss.to_string();
       EXPECT_TRUE(sequences_match_list(p, seq.keys, want.keys, max_seq, t));
       EXPECT_TRUE(sequences_match_list(p, seq.values, want.values, max_seq, t));
+    }
+  }
+}
+
+bool has_instance(int head_dim) {
+  const std::vector<int> dims = cuda::supported_head_dims();
+  return std::find(dims.begin(), dims.end(), head_dim) != dims.end();
+}
+
+class GpuDequantize : public ::testing::TestWithParam<std::tuple<Preset, LayoutKind, int>> {};
+
+TEST_P(GpuDequantize, BytesEqualTheGoldenModel) {
+  TQ_REQUIRE_DEVICE();
+  const auto [preset, layout, head_dim] = GetParam();
+  if (!has_instance(head_dim)) GTEST_SKIP() << "no instance for " << head_dim;
+  expect_golden_bytes(preset_format(preset, head_dim, layout), 5 + head_dim);
+}
+
+// The kernel is instantiated per (key bits, value bits): the pairs no preset
+// uses (4-bit and FP8 keys with 3-bit values), Lloyd-Max keys without the
+// norm correction, and FP8 e4b15 keys, in both layouts.
+TEST(GpuDequantize, EveryBitPairAndFp8FlavourGivesTheGoldenBytes) {
+  TQ_REQUIRE_DEVICE();
+  int seed = 40;
+  for (const int head_dim : {64, 128, 256}) {
+    if (!has_instance(head_dim)) continue;
+    for (const LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
+      const Format formats[] = {
+          make_format(head_dim, 4, 3, true, layout),
+          make_format(head_dim, 3, 4, false, layout),
+          make_format(head_dim, core::kFp8KeyBits, 3, false, layout),
+          Format{core::kFp8KeyBits, 4, false, head_dim, layout, Fp8Format::kE4b15},
+      };
+      for (const Format& f : formats) {
+        SCOPED_TRACE("key_bits " + std::to_string(f.key_bits) + " value_bits " + std::to_string(f.value_bits) + " " +
+                     layout_name(layout) + " D" + std::to_string(head_dim) + " " + fp8_format_name(f.fp8_format));
+        expect_golden_bytes(f, seed++);
+      }
     }
   }
 }

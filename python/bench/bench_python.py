@@ -162,8 +162,13 @@ def drop_in(batch, seq, reps, eager):
         # The same kernels launched eagerly without the launcher: turboquant.decode itself.
         library_us = back_to_back(lambda: tq.decode(query, caches[0], table, lens, layout, D ** -0.5, SPLITS, out=out,
                                                     lse=lse, workspace=ws))
+        # The library's graph replayed back to back as the eager calls run (the GPU
+        # busy for the same stretch), to tell launch gaps from the clocks of a
+        # longer busy period.
+        graph_b2b_us = back_to_back(library_graph.replay) / len(caches)
         print(f"drop-in v2 {batch}x{seq} eager: {eager_us:.1f} us per call; turboquant.decode eager {library_us:.1f} "
-              f"us (20 back-to-back calls, median of {reps})")
+              f"us; turboquant.decode graph replayed back to back {graph_b2b_us:.1f} us (20 back-to-back calls or "
+              f"replays, median of {reps})")
     return graph_us, eager_us, library_us
 
 

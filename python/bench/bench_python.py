@@ -8,7 +8,8 @@
    torch CUDA tensors, Hq 32, Hk 8, D 128, bf16 query, 4bit_nc SoA, 32 splits:
    CUDA-graph replay (like bench_gpu: cache copies filling 384 MiB, so reads come from
    HBM) at 16 x 32768 and 1 x 4096, and eager calls at 16 x 32768, against bench_gpu's
-   fast row of the same shape (``--bench-gpu-csv``, from the same machine and run).
+   fast row of the same shape (``--bench-gpu-csv``, from the same machine and run), on
+   encoded N(0, 1) K/V and on bench_gpu's own data distributions (``make``).
 
     python bench_python.py [--bench-gpu-csv FILE] [--calls 1000] [--reps 50]
 Prints one line per measurement and, with --bench-gpu-csv, the ratios."""
@@ -28,26 +29,48 @@ from turboquant.vllm.ops.turboquant_soa.triton_turboquant_decode_v2 import trito
 HQ, HK, D, BS, SPLITS = 32, 8, 128, 16, 32
 
 
-def make(batch, seq, preset="turboquant_4bit_nc", copies_bytes=384 << 20):
-    """A layout, `copies` caches of batch x seq random tokens, table, lens, bf16 query."""
+def make(batch, seq, preset="turboquant_4bit_nc", copies_bytes=384 << 20, data="encoded"):
+    """A layout, `copies` caches of batch x seq tokens, table, lens, bf16 query.
+
+    data="encoded": K and V drawn from N(0, 1) in bf16 and stored by tq.encode, a query
+    from N(0, 1). data="bench_gpu": the distributions bench_gpu fills its caches with
+    (uniform code bytes; fp16 key norms in [0.5, 2), value scales in [0.01, 0.31), zeros
+    in [-1.2, 0]; a uniform query in [-1.7, 1.7]), so that its times compare with
+    bench_gpu's kernel for kernel: the online softmax rescales its accumulators when a
+    tile raises the running maximum, which depends on the data.
+    """
     layout = tq.Layout(preset, D, BS, HK)
     blocks_per_seq = -(-seq // BS)
     num_blocks = batch * blocks_per_seq + 1
     g = torch.Generator(device="cuda").manual_seed(1)
-    cache = torch.zeros(layout.cache_shape(num_blocks), dtype=torch.uint8, device="cuda")
-    n = batch * blocks_per_seq * BS
-    chunk = 1 << 16
-    for start in range(0, n, chunk):  # encode in chunks (bounded K/V memory)
-        m = min(chunk, n - start)
-        k = torch.randn(m, HK, D, generator=g, device="cuda", dtype=torch.bfloat16)
-        v = torch.randn(m, HK, D, generator=g, device="cuda", dtype=torch.bfloat16)
-        tq.encode(cache, k, v, torch.arange(start, start + m, device="cuda", dtype=torch.int64), layout)
+    if data == "bench_gpu":
+        assert layout.layout == "soa" and layout.meta_fields == 3
+        cache = torch.randint(0, 256, layout.cache_shape(num_blocks), generator=g, dtype=torch.uint8, device="cuda")
+        blocks = cache.view(num_blocks, layout.block_bytes)
+        meta = blocks[:, layout.meta_offset:layout.meta_offset + 2 * HK * 3 * BS].view(torch.float16)
+        meta = meta.view(num_blocks, HK, 3, BS)  # FORMAT.md: fp16 [Hk][fields][block_size]
+        u = torch.rand(num_blocks, HK, 3, BS, generator=g, device="cuda")
+        meta[:, :, 0] = (0.5 + 1.5 * u[:, :, 0]).half()
+        meta[:, :, 1] = (0.01 + 0.3 * u[:, :, 1]).half()
+        meta[:, :, 2] = (-1.2 * u[:, :, 2]).half()
+    else:
+        cache = torch.zeros(layout.cache_shape(num_blocks), dtype=torch.uint8, device="cuda")
+        n = batch * blocks_per_seq * BS
+        chunk = 1 << 16
+        for start in range(0, n, chunk):  # encode in chunks (bounded K/V memory)
+            m = min(chunk, n - start)
+            k = torch.randn(m, HK, D, generator=g, device="cuda", dtype=torch.bfloat16)
+            v = torch.randn(m, HK, D, generator=g, device="cuda", dtype=torch.bfloat16)
+            tq.encode(cache, k, v, torch.arange(start, start + m, device="cuda", dtype=torch.int64), layout)
     copies = max(1, copies_bytes // cache.numel())
     caches = [cache] + [cache.clone() for _ in range(copies - 1)]
     perm = torch.randperm(batch * blocks_per_seq, generator=torch.Generator().manual_seed(5))
     table = perm.to(torch.int32).reshape(batch, blocks_per_seq).cuda()
     lens = torch.full((batch,), seq, dtype=torch.int32, device="cuda")
-    query = torch.randn(batch, HQ, D, generator=g, device="cuda").to(torch.bfloat16)
+    if data == "bench_gpu":
+        query = ((torch.rand(batch, HQ, D, generator=g, device="cuda") - 0.5) * 3.4).to(torch.bfloat16)
+    else:
+        query = torch.randn(batch, HQ, D, generator=g, device="cuda").to(torch.bfloat16)
     return layout, caches, table, lens, query
 
 
@@ -105,8 +128,8 @@ def hadamard():
     return torch.tensor(h / np.sqrt(D), dtype=torch.float32, device="cuda")
 
 
-def drop_in(batch, seq, reps, eager):
-    layout, caches, table, lens, query = make(batch, seq)
+def drop_in(batch, seq, reps, eager, data="encoded"):
+    layout, caches, table, lens, query = make(batch, seq, data=data)
     pi, centroids = hadamard(), torch.from_numpy(tq.codebook(4, D).centroids).cuda()
     out = torch.empty(query.shape, dtype=torch.bfloat16, device="cuda")
     lse = torch.empty(query.shape[:2], device="cuda")
@@ -141,7 +164,7 @@ def drop_in(batch, seq, reps, eager):
                 ms[name].append(a.elapsed_time(b))
     graph_us = statistics.median(ms["drop-in"]) * 1e3 / len(caches)
     library_graph_us = statistics.median(ms["library"]) * 1e3 / len(caches)
-    print(f"drop-in v2 {batch}x{seq} graph: {graph_us:.1f} us per call; turboquant.decode graph {library_graph_us:.1f} "
+    print(f"drop-in v2 {batch}x{seq} {data} graph: {graph_us:.1f} us per call; turboquant.decode graph {library_graph_us:.1f} "
           f"us; ratio {graph_us / library_graph_us:.3f} ({len(caches)} cache copies, median of {reps})")
     eager_us = library_us = None
     if eager:
@@ -166,7 +189,7 @@ def drop_in(batch, seq, reps, eager):
         # busy for the same stretch), to tell launch gaps from the clocks of a
         # longer busy period.
         graph_b2b_us = back_to_back(library_graph.replay) / len(caches)
-        print(f"drop-in v2 {batch}x{seq} eager: {eager_us:.1f} us per call; turboquant.decode eager {library_us:.1f} "
+        print(f"drop-in v2 {batch}x{seq} {data} eager: {eager_us:.1f} us per call; turboquant.decode eager {library_us:.1f} "
               f"us; turboquant.decode graph replayed back to back {graph_b2b_us:.1f} us (20 back-to-back calls or "
               f"replays, median of {reps})")
     return graph_us, eager_us, library_us
@@ -189,16 +212,17 @@ def main():
     o = p.parse_args()
     print(torch.cuda.get_device_name(), "torch", torch.__version__)
     overhead(o.calls)
-    big = drop_in(16, 32768, o.reps, eager=True)
-    small = drop_in(1, 4096, o.reps, eager=False)
-    if o.bench_gpu_csv:
-        ref = bench_gpu_rows(o.bench_gpu_csv)
+    ref = bench_gpu_rows(o.bench_gpu_csv) if o.bench_gpu_csv else {}
+    for data in ("encoded", "bench_gpu"):
+        big = drop_in(16, 32768, o.reps, eager=True, data=data)
+        small = drop_in(1, 4096, o.reps, eager=False, data=data)
         for name, ours in (("decode fast 4bit_nc 16x32768", big[0]), ("decode fast 4bit_nc 1x4096", small[0])):
             if name in ref:
-                print(f"ratio graph {name}: drop-in {ours:.1f} us / bench_gpu {ref[name]:.1f} us = {ours / ref[name]:.3f}")
+                print(f"ratio graph {name} ({data} data): drop-in {ours:.1f} us / bench_gpu {ref[name]:.1f} us = "
+                      f"{ours / ref[name]:.3f}")
         name = "decode fast 4bit_nc 16x32768"
         if name in ref:
-            print(f"ratio eager {name}: drop-in {big[1]:.1f} us / bench_gpu graph {ref[name]:.1f} us = "
+            print(f"ratio eager {name} ({data} data): drop-in {big[1]:.1f} us / bench_gpu graph {ref[name]:.1f} us = "
                   f"{big[1] / ref[name]:.3f}; drop-in / turboquant.decode eager = {big[1] / big[2]:.3f}")
 
 

@@ -8,30 +8,31 @@
 
 namespace turboquant::cuda::detail {
 
-// The largest power of two dividing the address (0 for null).
-__device__ __forceinline__ unsigned alignment_of(const void* p) {
-  const auto a = static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(p) & 0xffffu);
-  return a == 0 ? 0x10000u : a & (~a + 1u);
-}
-
 // kBytes bytes (a multiple of 4) from words w to dst, in the widest stores
-// that `align` allows: a power of two that divides dst's address (the
-// caller's knowledge, or alignment_of(dst)).
+// that `known` allows: every power of two dividing `known` divides dst's
+// address (the address itself, or an alignment the caller knows). The 8-byte
+// form only for 8-byte pieces (wider pieces take 16-byte stores or words).
 template <int kBytes>
-__device__ __forceinline__ void store_bytes(std::uint8_t* dst, const std::uint32_t (&w)[kBytes / 4], unsigned align) {
+__device__ __forceinline__ void store_bytes(std::uint8_t* dst, const std::uint32_t (&w)[kBytes / 4],
+                                            std::uintptr_t known) {
   static_assert(kBytes % 4 == 0, "whole words");
-  if (kBytes % 16 == 0 && align >= 16) {
+  if (kBytes % 16 == 0 && known % 16 == 0) {
 #pragma unroll
     for (int k = 0; k < kBytes / 16; ++k) {
       reinterpret_cast<uint4*>(dst)[k] = make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
     }
-  } else if (kBytes % 8 == 0 && align >= 8) {
-#pragma unroll
-    for (int k = 0; k < kBytes / 8; ++k) reinterpret_cast<uint2*>(dst)[k] = make_uint2(w[2 * k], w[2 * k + 1]);
-  } else if (align >= 4) {
+    return;
+  }
+  if constexpr (kBytes == 8) {
+    if (known % 8 == 0) {
+      *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+      return;
+    }
+  }
+  if (known % 4 == 0) {
 #pragma unroll
     for (int k = 0; k < kBytes / 4; ++k) reinterpret_cast<std::uint32_t*>(dst)[k] = w[k];
-  } else if (align >= 2) {
+  } else if (known % 2 == 0) {
 #pragma unroll
     for (int k = 0; k < kBytes / 2; ++k) {
       reinterpret_cast<std::uint16_t*>(dst)[k] = static_cast<std::uint16_t>(w[k / 2] >> (16 * (k % 2)));
@@ -41,5 +42,8 @@ __device__ __forceinline__ void store_bytes(std::uint8_t* dst, const std::uint32
     for (int k = 0; k < kBytes; ++k) dst[k] = static_cast<std::uint8_t>(w[k / 4] >> (8 * (k % 4)));
   }
 }
+
+// The address of p as store_bytes' `known`.
+__device__ __forceinline__ std::uintptr_t address_of(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
 }  // namespace turboquant::cuda::detail

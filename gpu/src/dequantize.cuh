@@ -290,7 +290,8 @@ __device__ __noinline__ std::uint32_t narrow_pair_nan(float lo, float hi) {
 // Lane `sub`'s elements to the output row at `row_base` (elements) when
 // `valid`; every lane of the warp calls it (the 16-bit D 128 path exchanges
 // words). `finite`: no element is NaN, so no NaN is looked for. `align`: the
-// outputs' common alignment (at most 16).
+// outputs' base addresses or-ed (store_bytes' `known`: row and run offsets are
+// multiples of the widths chosen).
 // Stores: one run of kRun contiguous elements per 16-dim row, as wide as
 // `align` allows; for 16-bit outputs of D 128 (8-byte runs) the lane pairs
 // (sub, sub ^ 1) swap the runs of two rows so that each lane stores 16 bytes
@@ -299,7 +300,7 @@ __device__ __noinline__ std::uint32_t narrow_pair_nan(float lo, float hi) {
 template <int D, DType kOut>
 __device__ __forceinline__ void store_record(void* base, std::int64_t row_base, int sub,
                                              const float (&x)[RecordGroup<D>::kElems], bool finite, bool valid,
-                                             unsigned align) {
+                                             std::uintptr_t align) {
   using G = RecordGroup<D>;
   constexpr int kSize = kOut == DType::kFloat32 ? 4 : 2;
   constexpr int kWords = G::kRun * kSize / 4;  // per row: 1 .. 8
@@ -349,7 +350,8 @@ __device__ __forceinline__ void dequantize_records(const DequantizeParams& p, co
   const core::Format& rf = p.layout.format;
   const core::BlockLayout l{core::Format{KB, VB, rf.norm_correction, D, kLayout, rf.fp8_format}, p.layout.block_size,
                             p.layout.num_kv_heads};
-  const unsigned align = min(min(alignment_of(p.keys), alignment_of(p.values)), 16u);
+  // Both outputs' address bits, so that store_bytes takes the widths both allow.
+  const std::uintptr_t align = address_of(p.keys) | address_of(p.values);
   const int sub = threadIdx.x % G::kLanes;
   const int group_in_warp = threadIdx.x % 32 / G::kLanes;
   const std::int64_t stride = std::int64_t{gridDim.x} * kGroups;

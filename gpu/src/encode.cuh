@@ -143,7 +143,7 @@ __device__ __forceinline__ void pack_and_store(const std::uint8_t* codes, int su
   c[0] = c0.x, c[1] = c0.y, c[2] = c0.z, c[3] = c0.w, c[4] = c1.x, c[5] = c1.y, c[6] = c1.z, c[7] = c1.w;
   std::uint8_t* dst = record + 4 * kBits * sub;
   if constexpr (kBits == 8) {
-    store_bytes<32>(dst, c, alignment_of(dst));
+    store_bytes<32>(dst, c, address_of(dst));
   } else if constexpr (kBits == 4) {
     std::uint32_t w[4];
 #pragma unroll
@@ -153,7 +153,7 @@ __device__ __forceinline__ void pack_and_store(const std::uint8_t* codes, int su
       const std::uint32_t hi = c[2 * k + 1] | (c[2 * k + 1] >> 4);
       w[k] = __byte_perm(lo, hi, 0x6420);
     }
-    store_bytes<16>(dst, w, alignment_of(dst));
+    store_bytes<16>(dst, w, address_of(dst));
   } else {
     static_assert(kBits == 3, "3, 4 or 8 bits");
     std::uint32_t g[4];  // 24-bit groups of 8 codes
@@ -165,7 +165,7 @@ __device__ __forceinline__ void pack_and_store(const std::uint8_t* codes, int su
       g[k] = v;
     }
     const std::uint32_t w[3] = {g[0] | (g[1] << 24), (g[1] >> 8) | (g[2] << 16), (g[2] >> 16) | (g[3] << 8)};
-    store_bytes<12>(dst, w, alignment_of(dst));
+    store_bytes<12>(dst, w, address_of(dst));
   }
 }
 

@@ -15,6 +15,7 @@
 #             and of this tree, interleaved TQ_COMPARE_ROUNDS times (default 3), then
 #             bench/gpu/compare_bench.py (exit 1 if a ratio exceeds 1.02)
 #   TQ_TEST_FILTER   gtest filter of the test step (default: all of test_gpu)
+#   TQ_CPU_BENCH_FILTER  bench_cpu filter of the cpu step (default decode-multi/.*/t2/)
 #   TQ_BENCH_ARGS    extra bench_gpu arguments of the bench step (e.g. --mode fast
 #                    --shape 1x4096,32x8192,16x32768; both layouts by default)
 #   TQ_COMPARE_ARGS  extra arguments of both binaries in the compare step (older
@@ -84,7 +85,7 @@ has multi && run_step multi 160 $B/bench/gpu/bench_gpu --mode fast --preset 4bit
 has dequantize && run_step dequantize 90 $B/bench/gpu/bench_gpu --mode dequantize --csv "$OUT/dequantize.csv"
 has cpu && run_step cpu-test 120 $B/tests/test_cpu --gtest_color=no \
   --gtest_filter='CpuRowsExact*:*CpuMultiTokenGrid*:ReferenceMultiToken*:*MultiToken*'
-has cpu && run_step cpu-bench 120 taskset -c 0,1 $B/bench/cpu/bench_cpu --benchmark_filter='decode-multi/.*/t2/' \
+has cpu && run_step cpu-bench 120 taskset -c 0,1 $B/bench/cpu/bench_cpu --benchmark_filter="${TQ_CPU_BENCH_FILTER:-decode-multi/.*/t2/}" \
   --benchmark_min_time=0.2
 has compare && run_step compare 200 bash -c compare
 has ctest && run_step ctest 300 bash -c "cd $B && ctest -j16 --output-on-failure"

@@ -72,16 +72,15 @@ __device__ __forceinline__ float value_code_float(std::uint32_t code) {
   return __uint_as_float(0x4b000000u | code) - 8388608.0f;
 }
 
-// Where the group's record comes from and where its rows go.
+// Where the group's record comes from (its output row is the record index w).
 struct DequantizeRecord {
   const std::uint8_t* block;
   int t, h;
-  std::int64_t row;  // output row (head_dim elements)
-  bool valid;        // false past seq_lens[b] (block-table form) or past the work
+  bool valid;  // false past seq_lens[b] (block-table form) or past the work
 };
 
 __device__ __forceinline__ DequantizeRecord dummy_record(const DequantizeParams& p) {
-  return {p.cache, 0, 0, 0, false};  // slot 0 of block 0: read, never stored
+  return {p.cache, 0, 0, false};  // slot 0 of block 0: read, never stored
 }
 
 // n / d in the index type: FastDivisor's multiply-high for 32-bit indices.
@@ -123,7 +122,7 @@ __device__ __forceinline__ DequantizeRecord locate_record(const DequantizeParams
     block = static_cast<I>(p.block_table[std::int64_t(b) * p.max_blocks_per_seq + jb]);
     t = j - jb * bs;
   }
-  return {p.cache + p.layout.block_base(std::int64_t(block)), static_cast<int>(t), h, std::int64_t(w), true};
+  return {p.cache + p.layout.block_base(std::int64_t(block)), static_cast<int>(t), h, true};
 }
 
 __device__ __forceinline__ DequantizeRecord locate_record(const DequantizeParams& p, std::int64_t w) {
@@ -358,7 +357,8 @@ __device__ __forceinline__ void dequantize_records(const DequantizeParams& p, co
   // The loop runs while any group of the warp has a record (warp-uniform).
   for (std::int64_t warp_first = std::int64_t{blockIdx.x} * kGroups + threadIdx.x / 32 * (32 / G::kLanes);
        warp_first < p.work; warp_first += stride) {
-    const DequantizeRecord rec = locate_record(p, warp_first + group_in_warp);
+    const std::int64_t w = warp_first + group_in_warp;  // the record, and its output row
+    const DequantizeRecord rec = locate_record(p, w);
     CodeRuns<D, KB> key_codes;
     CodeRuns<D, VB> value_codes;
     key_codes.load(rec.block + l.key_data_offset(rec.t, rec.h), sub);
@@ -369,9 +369,9 @@ __device__ __forceinline__ void dequantize_records(const DequantizeParams& p, co
     const std::uint32_t zero_bits = load_u16(rec.block + l.meta_field_offset(rec.t, rec.h, core::MetaField::kValueZero));
     float x[G::kElems];  // K, stored, then V (one vector live at a time)
     const bool key_finite = dequantize_key<D, KB>(p, l, key_codes, norm_bits, key_floats, sub, staged, x);
-    store_record<D, kOut>(p.keys, rec.row * D, sub, x, key_finite, rec.valid, align);
+    store_record<D, kOut>(p.keys, w * D, sub, x, key_finite, rec.valid, align);
     const bool value_finite = dequantize_value<D, VB>(value_codes, scale_bits, zero_bits, sub, x);
-    store_record<D, kOut>(p.values, rec.row * D, sub, x, value_finite, rec.valid, align);
+    store_record<D, kOut>(p.values, w * D, sub, x, value_finite, rec.valid, align);
   }
 }
 

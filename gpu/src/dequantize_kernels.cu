@@ -8,9 +8,6 @@
 
 namespace turboquant::cuda::detail {
 
-template <int D>
-cudaError_t launch_dequantize_dim(const DequantizeParams& p, cudaStream_t stream);
-
 cudaError_t launch_dequantize(const DequantizeParams& params, cudaStream_t stream) {
   DequantizeParams p = params;
   p.work = p.num_items * p.layout.num_kv_heads;

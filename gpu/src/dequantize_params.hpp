@@ -44,4 +44,9 @@ struct DequantizeParams {
 // instance is cudaErrorInvalidValue (dequantize_can_implement refuses it first).
 cudaError_t launch_dequantize(const DequantizeParams& p, cudaStream_t stream);
 
+// The kernels of one head_dim (dequantize_launch.cuh; instantiated by the
+// generated dequantize_kernels_d<D>.cu), called by launch_dequantize.
+template <int D>
+cudaError_t launch_dequantize_dim(const DequantizeParams& p, cudaStream_t stream);
+
 }  // namespace turboquant::cuda::detail

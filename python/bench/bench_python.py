@@ -9,7 +9,9 @@
    CUDA-graph replay (like bench_gpu: cache copies filling 384 MiB, so reads come from
    HBM) at 16 x 32768 and 1 x 4096, and eager calls at 16 x 32768, against bench_gpu's
    fast row of the same shape (``--bench-gpu-csv``, from the same machine and run), on
-   encoded N(0, 1) K/V and on bench_gpu's own data distributions (``make``).
+   encoded N(0, 1) K/V and on bench_gpu's own data distributions (``make``). Eager
+   calls run back to back, so they are also compared with bench_gpu's ``--sustained``
+   row (its graph replayed back to back) where the CSV has it.
 
     python bench_python.py [--bench-gpu-csv FILE] [--calls 1000] [--reps 50]
 Prints one line per measurement and, with --bench-gpu-csv, the ratios."""
@@ -43,7 +45,9 @@ def make(batch, seq, preset="turboquant_4bit_nc", copies_bytes=384 << 20, data="
     blocks_per_seq = -(-seq // BS)
     num_blocks = batch * blocks_per_seq + 1
     g = torch.Generator(device="cuda").manual_seed(1)
-    if data == "bench_gpu":
+    copies = max(1, copies_bytes // (num_blocks * layout.block_bytes))
+
+    def bench_gpu_cache():
         assert layout.layout == "soa" and layout.meta_fields == 3
         cache = torch.randint(0, 256, layout.cache_shape(num_blocks), generator=g, dtype=torch.uint8, device="cuda")
         blocks = cache.view(num_blocks, layout.block_bytes)
@@ -53,6 +57,10 @@ def make(batch, seq, preset="turboquant_4bit_nc", copies_bytes=384 << 20, data="
         meta[:, :, 0] = (0.5 + 1.5 * u[:, :, 0]).half()
         meta[:, :, 1] = (0.01 + 0.3 * u[:, :, 1]).half()
         meta[:, :, 2] = (-1.2 * u[:, :, 2]).half()
+        return cache
+
+    if data == "bench_gpu":  # every copy its own draw, as bench_gpu fills its copies
+        caches = [bench_gpu_cache() for _ in range(copies)]
     else:
         cache = torch.zeros(layout.cache_shape(num_blocks), dtype=torch.uint8, device="cuda")
         n = batch * blocks_per_seq * BS
@@ -62,8 +70,7 @@ def make(batch, seq, preset="turboquant_4bit_nc", copies_bytes=384 << 20, data="
             k = torch.randn(m, HK, D, generator=g, device="cuda", dtype=torch.bfloat16)
             v = torch.randn(m, HK, D, generator=g, device="cuda", dtype=torch.bfloat16)
             tq.encode(cache, k, v, torch.arange(start, start + m, device="cuda", dtype=torch.int64), layout)
-    copies = max(1, copies_bytes // cache.numel())
-    caches = [cache] + [cache.clone() for _ in range(copies - 1)]
+        caches = [cache] + [cache.clone() for _ in range(copies - 1)]
     perm = torch.randperm(batch * blocks_per_seq, generator=torch.Generator().manual_seed(5))
     table = perm.to(torch.int32).reshape(batch, blocks_per_seq).cuda()
     lens = torch.full((batch,), seq, dtype=torch.int32, device="cuda")
@@ -166,7 +173,7 @@ def drop_in(batch, seq, reps, eager, data="encoded"):
     library_graph_us = statistics.median(ms["library"]) * 1e3 / len(caches)
     print(f"drop-in v2 {batch}x{seq} {data} graph: {graph_us:.1f} us per call; turboquant.decode graph {library_graph_us:.1f} "
           f"us; ratio {graph_us / library_graph_us:.3f} ({len(caches)} cache copies, median of {reps})")
-    eager_us = library_us = None
+    eager_us = library_us = eager_one_us = None
     if eager:
 
         def back_to_back(call):
@@ -181,6 +188,27 @@ def drop_in(batch, seq, reps, eager, data="encoded"):
                     ms.append(a.elapsed_time(b))
             return statistics.median(ms) * 1e3 / 20
 
+        def isolated(call):
+            # One call timed alone, as bench_gpu times one graph replay: the device
+            # otherwise idle. A short spin kernel ahead of the first event covers the
+            # host's launch time, so the events time the GPU, not Python.
+            ms = []
+            for i in range(reps + 3):
+                torch.cuda._sleep(200_000)
+                a.record()
+                call()
+                b.record()
+                b.synchronize()
+                if i >= 3:
+                    ms.append(a.elapsed_time(b))
+            return statistics.median(ms) * 1e3
+
+        eager_one_us = isolated(lambda: v2_call(layout, caches[0], table, lens, query, pi, centroids, out, lse))
+        library_one_us = isolated(lambda: tq.decode(query, caches[0], table, lens, layout, D ** -0.5, SPLITS, out=out,
+                                                    lse=lse, workspace=ws))
+        graph_one_us = isolated(library_graph.replay) / len(caches)
+        print(f"drop-in v2 {batch}x{seq} {data} eager, one call alone: {eager_one_us:.1f} us; turboquant.decode "
+              f"{library_one_us:.1f} us; turboquant.decode graph {graph_one_us:.1f} us (median of {reps})")
         eager_us = back_to_back(lambda: v2_call(layout, caches[0], table, lens, query, pi, centroids, out, lse))
         # The same kernels launched eagerly without the launcher: turboquant.decode itself.
         library_us = back_to_back(lambda: tq.decode(query, caches[0], table, lens, layout, D ** -0.5, SPLITS, out=out,
@@ -192,7 +220,7 @@ def drop_in(batch, seq, reps, eager, data="encoded"):
         print(f"drop-in v2 {batch}x{seq} {data} eager: {eager_us:.1f} us per call; turboquant.decode eager {library_us:.1f} "
               f"us; turboquant.decode graph replayed back to back {graph_b2b_us:.1f} us (20 back-to-back calls or "
               f"replays, median of {reps})")
-    return graph_us, eager_us, library_us
+    return graph_us, eager_us, library_us, eager_one_us
 
 
 def bench_gpu_rows(path):
@@ -224,6 +252,12 @@ def main():
         if name in ref:
             print(f"ratio eager {name} ({data} data): drop-in {big[1]:.1f} us / bench_gpu graph {ref[name]:.1f} us = "
                   f"{big[1] / ref[name]:.3f}; drop-in / turboquant.decode eager = {big[1] / big[2]:.3f}")
+            print(f"ratio eager {name} ({data} data), one call alone: drop-in {big[3]:.1f} us / bench_gpu graph "
+                  f"{ref[name]:.1f} us = {big[3] / ref[name]:.3f}")
+        if name + " sustained" in ref:  # bench_gpu --sustained: its graph replayed back to back, as eager calls run
+            sus = ref[name + " sustained"]
+            print(f"ratio eager {name} ({data} data): drop-in {big[1]:.1f} us / bench_gpu sustained graph {sus:.1f} us "
+                  f"= {big[1] / sus:.3f}")
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ if has overhead; then
 fi
 if has bench; then
   log bench
-  timeout 120 $B/bench/gpu/bench_gpu --mode fast --preset 4bit_nc --shape 16x32768,1x4096 --layout soa \
+  timeout 120 $B/bench/gpu/bench_gpu --mode fast --preset 4bit_nc --shape 16x32768,1x4096 --layout soa --sustained \
     --csv "$OUT/bench_gpu.csv" > "$OUT/bench_gpu.log" 2>&1
   log "bench_gpu rc=$?"; cat "$OUT/bench_gpu.log" | head -20
   PYTHONPATH=$B/python timeout 180 "$PY" python/bench/bench_python.py --bench-gpu-csv "$OUT/bench_gpu.csv" \

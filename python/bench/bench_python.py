@@ -31,6 +31,55 @@ from turboquant.vllm.ops.turboquant_soa.triton_turboquant_decode_v2 import trito
 HQ, HK, D, BS, SPLITS = 32, 8, 128, 16, 32
 
 
+def hash32(x):
+    """bench_gpu.cu's hash32 on numpy uint64 (wrapping)."""
+    x = x.astype(np.uint64, copy=True)
+    with np.errstate(over="ignore"):
+        x ^= x >> np.uint64(33)
+        x *= np.uint64(0xff51afd7ed558ccd)
+        x ^= x >> np.uint64(33)
+        x *= np.uint64(0xc4ceb9fe1a85ec53)
+        x ^= x >> np.uint64(33)
+    return (x & np.uint64(0xffffffff)).astype(np.uint32)
+
+
+def unit(x):
+    """bench_gpu's (hash32(.) >> 8) * 2^-24 as float32."""
+    return (hash32(x) >> np.uint32(8)).astype(np.float32) * np.float32(2.0 ** -24)
+
+
+def bench_gpu_bytes(layout, num_blocks, copies):
+    """bench_gpu's own bytes (fill_cache, fill_meta of bench_decode; 4bit_nc SoA): the
+    caches of its `copies` copies and its bf16 query fill, bit for bit."""
+    words = layout.block_bytes // 4
+    per_block = BS * HK
+    caches = []
+    for c in range(copies):
+        i = np.arange(c * num_blocks * words, (c + 1) * num_blocks * words, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            w = hash32(np.uint64(1235) * np.uint64(0x9e3779b97f4a7c15) + i)  # seed 1234 + Preset::k4BitNc
+        blocks = w.view(np.uint8).reshape(num_blocks, layout.block_bytes)
+        m = np.arange(c * num_blocks * per_block, (c + 1) * num_blocks * per_block, dtype=np.uint64)
+        # nvcc contracts a + b * u into one fma: exact in float64, then one rounding.
+        def fma(a, b, u):
+            return (np.float64(np.float32(b)) * u.astype(np.float64) + np.float64(np.float32(a))).astype(np.float32)
+
+        fields = [fma(0.5, 1.5, unit(np.uint64(77) + np.uint64(3) * m)),
+                  fma(0.01, 0.3, unit(np.uint64(78) + np.uint64(3) * m)),
+                  np.float32(-1.2) * unit(np.uint64(79) + np.uint64(3) * m)]
+        # i = blk * per_block + h * BS + t; FORMAT.md: fp16 [Hk][fields][block_size]
+        meta = np.stack([f.reshape(num_blocks, HK, BS) for f in fields], axis=2).astype(np.float16)
+        blocks[:, layout.meta_offset:layout.meta_offset + 2 * HK * 3 * BS] = meta.reshape(num_blocks, -1).view(np.uint8)
+        caches.append(torch.from_numpy(blocks.reshape(layout.cache_shape(num_blocks))).cuda())
+    return caches
+
+
+def bench_gpu_query(rows):
+    u = unit(np.uint64(9) + np.arange(rows * HQ * D, dtype=np.uint64))
+    q = (u - np.float32(0.5)) * np.float32(3.4)
+    return torch.from_numpy(q.reshape(rows, HQ, D)).cuda().to(torch.bfloat16)
+
+
 def make(batch, seq, preset="turboquant_4bit_nc", copies_bytes=384 << 20, data="encoded"):
     """A layout, `copies` caches of batch x seq tokens, table, lens, bf16 query.
 
@@ -61,6 +110,8 @@ def make(batch, seq, preset="turboquant_4bit_nc", copies_bytes=384 << 20, data="
 
     if data == "bench_gpu":  # every copy its own draw, as bench_gpu fills its copies
         caches = [bench_gpu_cache() for _ in range(copies)]
+    elif data == "bench_gpu_bytes":  # bench_gpu's bytes themselves
+        caches = bench_gpu_bytes(layout, num_blocks, copies)
     else:
         cache = torch.zeros(layout.cache_shape(num_blocks), dtype=torch.uint8, device="cuda")
         n = batch * blocks_per_seq * BS
@@ -74,7 +125,9 @@ def make(batch, seq, preset="turboquant_4bit_nc", copies_bytes=384 << 20, data="
     perm = torch.randperm(batch * blocks_per_seq, generator=torch.Generator().manual_seed(5))
     table = perm.to(torch.int32).reshape(batch, blocks_per_seq).cuda()
     lens = torch.full((batch,), seq, dtype=torch.int32, device="cuda")
-    if data == "bench_gpu":
+    if data == "bench_gpu_bytes":
+        query = bench_gpu_query(batch)
+    elif data == "bench_gpu":
         query = ((torch.rand(batch, HQ, D, generator=g, device="cuda") - 0.5) * 3.4).to(torch.bfloat16)
     else:
         query = torch.randn(batch, HQ, D, generator=g, device="cuda").to(torch.bfloat16)
@@ -220,6 +273,9 @@ def drop_in(batch, seq, reps, eager, data="encoded"):
         print(f"drop-in v2 {batch}x{seq} {data} eager: {eager_us:.1f} us per call; turboquant.decode eager {library_us:.1f} "
               f"us; turboquant.decode graph replayed back to back {graph_b2b_us:.1f} us (20 back-to-back calls or "
               f"replays, median of {reps})")
+    if eager:  # bench_gpu's measurement (the library's graph, one replay alone) made in this process
+        print(f"ratio eager {batch}x{seq} ({data} data): drop-in {eager_us:.1f} us / turboquant.decode graph in this "
+              f"process {library_graph_us:.1f} us = {eager_us / library_graph_us:.3f}")
     return graph_us, eager_us, library_us, eager_one_us
 
 
@@ -241,7 +297,7 @@ def main():
     print(torch.cuda.get_device_name(), "torch", torch.__version__)
     overhead(o.calls)
     ref = bench_gpu_rows(o.bench_gpu_csv) if o.bench_gpu_csv else {}
-    for data in ("encoded", "bench_gpu"):
+    for data in ("encoded", "bench_gpu", "bench_gpu_bytes"):
         big = drop_in(16, 32768, o.reps, eager=True, data=data)
         small = drop_in(1, 4096, o.reps, eager=False, data=data)
         for name, ours in (("decode fast 4bit_nc 16x32768", big[0]), ("decode fast 4bit_nc 1x4096", small[0])):

@@ -50,6 +50,12 @@ if has bench; then
   PYTHONPATH=$B/python timeout 180 "$PY" python/bench/bench_python.py --bench-gpu-csv "$OUT/bench_gpu.csv" \
     > "$OUT/bench_python.log" 2>&1
   log "bench_python rc=$?"; cat "$OUT/bench_python.log"
+  # bench_gpu again after the Python process: how much of a difference between the
+  # two processes is the GPU's state (clocks, temperature) at the time it ran.
+  nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >> "$OUT/info.log" 2>&1
+  timeout 120 $B/bench/gpu/bench_gpu --mode fast --preset 4bit_nc --shape 16x32768,1x4096 --layout soa --sustained \
+    --csv "$OUT/bench_gpu_after.csv" > "$OUT/bench_gpu_after.log" 2>&1
+  log "bench_gpu (after bench_python) rc=$?"; grep -E "^decode" "$OUT/bench_gpu_after.log"
 fi
 if has pip; then
   log pip

@@ -127,41 +127,24 @@ struct Timer {
   }
 };
 
-// Median milliseconds of `reps` timed replays of `exec` (after warm-up).
-double time_graph(cudaGraphExec_t exec, cudaStream_t s, int reps) {
-  Timer t;
-  for (int i = 0; i < 3; ++i) CHECK_CUDA(cudaGraphLaunch(exec, s));
-  std::vector<float> ms(reps);
-  for (int i = 0; i < reps; ++i) {
-    CHECK_CUDA(cudaEventRecord(t.a, s));
-    CHECK_CUDA(cudaGraphLaunch(exec, s));
-    CHECK_CUDA(cudaEventRecord(t.b, s));
-    CHECK_CUDA(cudaEventSynchronize(t.b));
-    CHECK_CUDA(cudaEventElapsedTime(&ms[i], t.a, t.b));
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[reps / 2];
-}
-
-// Median milliseconds per replay of `reps` timings of kSustained replays
-// launched back to back (--sustained): the GPU busy for the whole stretch, as
-// it is under eager calls issued in a loop. time_graph's single replays start
-// from an idle device, and on the H200 they run up to 5% faster than the same
-// graph does back to back (PERFORMANCE.md, Python run 4).
+// Median milliseconds per replay of `reps` timings of `launches` replays of
+// `exec` launched back to back (after warm-up). launches = 1: a replay from an
+// idle device. kSustained (--sustained): the GPU busy for the whole stretch, as
+// under eager calls issued in a loop (PERFORMANCE.md, Python run 5).
 constexpr int kSustained = 20;
-double time_graph_sustained(cudaGraphExec_t exec, cudaStream_t s, int reps) {
+double time_graph(cudaGraphExec_t exec, cudaStream_t s, int reps, int launches = 1) {
   Timer t;
   for (int i = 0; i < 3; ++i) CHECK_CUDA(cudaGraphLaunch(exec, s));
   std::vector<float> ms(reps);
   for (int i = 0; i < reps; ++i) {
     CHECK_CUDA(cudaEventRecord(t.a, s));
-    for (int j = 0; j < kSustained; ++j) CHECK_CUDA(cudaGraphLaunch(exec, s));
+    for (int j = 0; j < launches; ++j) CHECK_CUDA(cudaGraphLaunch(exec, s));
     CHECK_CUDA(cudaEventRecord(t.b, s));
     CHECK_CUDA(cudaEventSynchronize(t.b));
     CHECK_CUDA(cudaEventElapsedTime(&ms[i], t.a, t.b));
   }
   std::sort(ms.begin(), ms.end());
-  return ms[reps / 2] / kSustained;
+  return ms[reps / 2] / launches;
 }
 
 // The graph of what `enqueue` puts on `s` (captured), instantiated.
@@ -372,7 +355,10 @@ void bench_decode(Preset preset, LayoutKind layout, Shape shape, double ceiling,
     const double us = time_graph(exec, s, reps) * 1e3 / copies;
     report(name, layout, us, bytes, ceiling);
     std::printf("    host per call: decode() %.1f us, run(plan) %.1f us\n", eager_us, plan_us);
-    if (g_sustained) report(std::string(name) + " sustained", layout, time_graph_sustained(exec, s, reps) * 1e3 / copies, bytes, ceiling);
+    if (g_sustained) {
+      report(std::string(name) + " sustained", layout, time_graph(exec, s, reps, kSustained) * 1e3 / copies, bytes,
+             ceiling);
+    }
     // Output of the last replay (copy 'copies-1'), to compare the modes.
     std::vector<std::uint16_t> out(rows * dims);
     CHECK_CUDA(cudaMemcpy(out.data(), d_out, out.size() * 2, cudaMemcpyDeviceToHost));

@@ -137,33 +137,43 @@ struct DecodeTileOps {
     }
   };
 
-  // Dims [16c, 16c+16): acc[g] = acc * alpha[g], then fma(p[g][t], v_t, acc)
-  // for t < n in token order. On a split's first tile the accumulator is +0
-  // and alpha = exp2(-inf - ref) = 0, so acc * alpha is +0 without reading it.
-  template <int HB, class Values>
+  // Dims [16c, 16c + 16 NC): acc[g] = acc * alpha[g], then fma(p[g][t], v_t,
+  // acc) for t < n in token order, per element. On a split's first tile the
+  // accumulator is +0 and alpha = exp2(-inf - ref) = 0, so acc * alpha is +0
+  // without reading it. NC chunks at once give NC * HB independent fma chains
+  // (one chain per accumulator either way, so the same bits).
+  template <int HB, int NC, class Values>
   static void value_chunk(Values values, int n, int c, const float* probs, const float* alpha, float* acc,
                           std::int64_t acc_stride, bool first) {
-    F a[HB][R];
+    F a[NC][HB][R];
     TQ_UNROLL
-    for (int g = 0; g < HB; ++g)
+    for (int j = 0; j < NC; ++j)
       TQ_UNROLL
-      for (int r = 0; r < R; ++r) {
-        a[g][r] = first ? F(0.0f) : F::load_unaligned(acc + g * acc_stride + 16 * c + r * W) * F(alpha[g]);
-      }
+      for (int g = 0; g < HB; ++g)
+        TQ_UNROLL
+        for (int r = 0; r < R; ++r) {
+          a[j][g][r] =
+              first ? F(0.0f) : F::load_unaligned(acc + g * acc_stride + 16 * (c + j) + r * W) * F(alpha[g]);
+        }
     for (int t = 0; t < n; ++t) {
-      F v[R];
-      values(t, c, v);
+      F v[NC][R];
+      TQ_UNROLL
+      for (int j = 0; j < NC; ++j) values(t, c + j, v[j]);
       TQ_UNROLL
       for (int g = 0; g < HB; ++g) {
         const F prob(probs[g * kTile + t]);
         TQ_UNROLL
-        for (int r = 0; r < R; ++r) a[g][r] = fma_rn<A>(prob, v[r], a[g][r]);
+        for (int j = 0; j < NC; ++j)
+          TQ_UNROLL
+          for (int r = 0; r < R; ++r) a[j][g][r] = fma_rn<A>(prob, v[j][r], a[j][g][r]);
       }
     }
     TQ_UNROLL
-    for (int g = 0; g < HB; ++g)
+    for (int j = 0; j < NC; ++j)
       TQ_UNROLL
-      for (int r = 0; r < R; ++r) a[g][r].store_unaligned(acc + g * acc_stride + 16 * c + r * W);
+      for (int g = 0; g < HB; ++g)
+        TQ_UNROLL
+        for (int r = 0; r < R; ++r) a[j][g][r].store_unaligned(acc + g * acc_stride + 16 * (c + j) + r * W);
   }
 
   // A key decoded to head_dim floats at `out` (key_chunk's values), with
@@ -197,7 +207,13 @@ struct DecodeTileOps {
   [[gnu::noinline, gnu::flatten]] static void values_tile(Values values, int n, int dims, const float* probs,
                                                           const float* alpha, float* acc, std::int64_t acc_stride,
                                                           bool first) {
-    for (int c = 0; c < dims / 16; ++c) value_chunk<HB>(values, n, c, probs, alpha, acc, acc_stride, first);
+    // Two chunks at once where their accumulators, values and a probability fit
+    // the vector registers (32 with AVX-512, 16 with AVX2).
+    constexpr int kRegisters = W == 16 ? 32 : 16;
+    constexpr int NC = 2 * HB * R + 2 * R + 1 <= kRegisters ? 2 : 1;
+    int c = 0;
+    for (; c + NC <= dims / 16; c += NC) value_chunk<HB, NC>(values, n, c, probs, alpha, acc, acc_stride, first);
+    for (; c < dims / 16; ++c) value_chunk<HB, 1>(values, n, c, probs, alpha, acc, acc_stride, first);
   }
 };
 

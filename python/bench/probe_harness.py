@@ -2,7 +2,11 @@
 turboquant.decode call under Nsight Compute (run this under ncu), and the host time
 of eager calls on the default and on a side stream.
     python probe_harness.py ncu SHAPE      (SHAPE 1x4096 or 16x32768; bench_gpu's bytes)
-    python probe_harness.py host"""
+    python probe_harness.py host
+    python probe_harness.py graph          (the library's graph, one replay alone, timed
+                                            as bench_gpu times it: cache copies in separate
+                                            allocations or in one, replayed on the default
+                                            or on a side stream)"""
 import sys
 import time
 
@@ -24,7 +28,43 @@ def setup(batch, seq):
     return call, drop
 
 
-if sys.argv[1] == "ncu":
+def graph_probe(batch, seq, reps=50):
+    layout, caches, table, lens, query = bp.make(batch, seq, data="bench_gpu_bytes")
+    out = torch.empty(query.shape, dtype=torch.bfloat16, device="cuda")
+    lse = torch.empty(query.shape[:2], device="cuda")
+    ws = torch.empty(tq.decode_workspace_bytes(batch, bp.HQ, bp.SPLITS, bp.D), dtype=torch.uint8, device="cuda")
+    one = torch.empty((len(caches),) + tuple(caches[0].shape), dtype=torch.uint8, device="cuda")
+    for i, c in enumerate(caches):
+        one[i].copy_(c)
+    torch.cuda.synchronize()
+    for name, copies in (("separate allocations", caches), ("one allocation", [one[i] for i in range(len(caches))])):
+        for where in ("default", "side"):
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, stream=s):
+                for c in copies:
+                    tq.decode(query, c, table, lens, layout, bp.D ** -0.5, bp.SPLITS, out=out, lse=lse, workspace=ws)
+            stream = torch.cuda.current_stream() if where == "default" else s
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            ms = []
+            with torch.cuda.stream(stream):
+                for i in range(reps + 3):
+                    a.record()
+                    g.replay()
+                    b.record()
+                    b.synchronize()
+                    if i >= 3:
+                        ms.append(a.elapsed_time(b))
+            ms.sort()
+            print(f"graph {batch}x{seq}, {len(copies)} copies in {name}, replayed on the {where} stream: "
+                  f"{1e3 * ms[len(ms) // 2] / len(copies):.2f} us per call")
+
+
+if sys.argv[1] == "graph":
+    graph_probe(1, 4096)
+    graph_probe(16, 32768)
+elif sys.argv[1] == "ncu":
     b, s = map(int, sys.argv[2].split("x"))
     call, _ = setup(b, s)
     for _ in range(6):

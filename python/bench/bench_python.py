@@ -48,6 +48,11 @@ def unit(x):
     return (hash32(x) >> np.uint32(8)).astype(np.float32) * np.float32(2.0 ** -24)
 
 
+def fma(a, b, u):
+    """float32 a + b * u with one rounding, as nvcc contracts it (exact in float64 first)."""
+    return (np.float64(np.float32(b)) * u.astype(np.float64) + np.float64(np.float32(a))).astype(np.float32)
+
+
 def bench_gpu_bytes(layout, num_blocks, copies):
     """bench_gpu's own bytes (fill_cache, fill_meta of bench_decode; 4bit_nc SoA): the
     caches of its `copies` copies and its bf16 query fill, bit for bit."""
@@ -60,10 +65,6 @@ def bench_gpu_bytes(layout, num_blocks, copies):
             w = hash32(np.uint64(1235) * np.uint64(0x9e3779b97f4a7c15) + i)  # seed 1234 + Preset::k4BitNc
         blocks = w.view(np.uint8).reshape(num_blocks, layout.block_bytes)
         m = np.arange(c * num_blocks * per_block, (c + 1) * num_blocks * per_block, dtype=np.uint64)
-        # nvcc contracts a + b * u into one fma: exact in float64, then one rounding.
-        def fma(a, b, u):
-            return (np.float64(np.float32(b)) * u.astype(np.float64) + np.float64(np.float32(a))).astype(np.float32)
-
         fields = [fma(0.5, 1.5, unit(np.uint64(77) + np.uint64(3) * m)),
                   fma(0.01, 0.3, unit(np.uint64(78) + np.uint64(3) * m)),
                   np.float32(-1.2) * unit(np.uint64(79) + np.uint64(3) * m)]
@@ -137,9 +138,7 @@ def make(batch, seq, preset="turboquant_4bit_nc", copies_bytes=384 << 20, data="
 def overhead(calls):
     layout, caches, table, lens, query = make(1, 4096, copies_bytes=0)
     cache = caches[0]
-    out = torch.empty(query.shape, dtype=torch.bfloat16, device="cuda")
-    lse = torch.empty(query.shape[:2], device="cuda")
-    ws = torch.empty(tq.decode_workspace_bytes(1, HQ, SPLITS, D), dtype=torch.uint8, device="cuda")
+    out, lse, ws = buffers(query)
     scale = D ** -0.5
     stream = torch.cuda.current_stream().cuda_stream
     for _ in range(20):
@@ -174,6 +173,35 @@ def overhead(calls):
     return med(py) - med(cxx)
 
 
+def buffers(query):
+    """The decode's bf16 output, fp32 LSE and workspace for `query` ([B, HQ, D] on CUDA)."""
+    out = torch.empty(query.shape, dtype=torch.bfloat16, device="cuda")
+    lse = torch.empty(query.shape[:2], device="cuda")
+    ws = torch.empty(tq.decode_workspace_bytes(query.shape[0], HQ, SPLITS, D), dtype=torch.uint8, device="cuda")
+    return out, lse, ws
+
+
+def event_us(call, reps, per_timing=1, spin=False):
+    """Median over `reps` timings (after 3 warm-up ones) of `per_timing` calls of `call`
+    launched back to back between two events, in us per call. spin: a short spin
+    kernel ahead of the first event covers the host's launch time, so that a call timed
+    alone (per_timing 1) is timed from an otherwise idle device, as bench_gpu times one
+    graph replay."""
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ms = []
+    for i in range(reps + 3):
+        if spin:
+            torch.cuda._sleep(200_000)
+        a.record()
+        for _ in range(per_timing):
+            call()
+        b.record()
+        b.synchronize()
+        if i >= 3:
+            ms.append(a.elapsed_time(b))
+    return statistics.median(ms) * 1e3 / per_timing
+
+
 def v2_call(layout, cache, table, lens, query, pi, centroids, out, lse):
     return triton_turboquant_decode_attention_v2(
         query, cache, table, lens, pi, centroids, D ** -0.5, 4, layout.key_packed_size, 4,
@@ -191,12 +219,10 @@ def hadamard():
 def drop_in(batch, seq, reps, eager, data="encoded"):
     layout, caches, table, lens, query = make(batch, seq, data=data)
     pi, centroids = hadamard(), torch.from_numpy(tq.codebook(4, D).centroids).cuda()
-    out = torch.empty(query.shape, dtype=torch.bfloat16, device="cuda")
-    lse = torch.empty(query.shape[:2], device="cuda")
+    out, lse, ws = buffers(query)
     for c in caches[:3]:
         v2_call(layout, c, table, lens, query, pi, centroids, out, lse)
     torch.cuda.synchronize()
-    ws = torch.empty(tq.decode_workspace_bytes(batch, HQ, SPLITS, D), dtype=torch.uint8, device="cuda")
 
     def graph_of(call):
         s = torch.cuda.Stream()
@@ -230,31 +256,10 @@ def drop_in(batch, seq, reps, eager, data="encoded"):
     if eager:
 
         def back_to_back(call):
-            ms = []
-            for i in range(reps + 3):
-                a.record()
-                for _ in range(20):
-                    call()
-                b.record()
-                b.synchronize()
-                if i >= 3:
-                    ms.append(a.elapsed_time(b))
-            return statistics.median(ms) * 1e3 / 20
+            return event_us(call, reps, per_timing=20)
 
         def isolated(call):
-            # One call timed alone, as bench_gpu times one graph replay: the device
-            # otherwise idle. A short spin kernel ahead of the first event covers the
-            # host's launch time, so the events time the GPU, not Python.
-            ms = []
-            for i in range(reps + 3):
-                torch.cuda._sleep(200_000)
-                a.record()
-                call()
-                b.record()
-                b.synchronize()
-                if i >= 3:
-                    ms.append(a.elapsed_time(b))
-            return statistics.median(ms) * 1e3
+            return event_us(call, reps, spin=True)
 
         eager_one_us = isolated(lambda: v2_call(layout, caches[0], table, lens, query, pi, centroids, out, lse))
         library_one_us = isolated(lambda: tq.decode(query, caches[0], table, lens, layout, D ** -0.5, SPLITS, out=out,

@@ -18,9 +18,7 @@ import turboquant as tq
 
 def setup(batch, seq):
     layout, caches, table, lens, query = bp.make(batch, seq, data="bench_gpu_bytes", copies_bytes=0)
-    out = torch.empty(query.shape, dtype=torch.bfloat16, device="cuda")
-    lse = torch.empty(query.shape[:2], device="cuda")
-    ws = torch.empty(tq.decode_workspace_bytes(batch, bp.HQ, bp.SPLITS, bp.D), dtype=torch.uint8, device="cuda")
+    out, lse, ws = bp.buffers(query)
     call = lambda: tq.decode(query, caches[0], table, lens, layout, bp.D ** -0.5, bp.SPLITS, out=out, lse=lse,
                              workspace=ws)
     pi, centroids = bp.hadamard(), torch.from_numpy(tq.codebook(4, bp.D).centroids).cuda()
@@ -30,9 +28,7 @@ def setup(batch, seq):
 
 def graph_probe(batch, seq, reps=50):
     layout, caches, table, lens, query = bp.make(batch, seq, data="bench_gpu_bytes")
-    out = torch.empty(query.shape, dtype=torch.bfloat16, device="cuda")
-    lse = torch.empty(query.shape[:2], device="cuda")
-    ws = torch.empty(tq.decode_workspace_bytes(batch, bp.HQ, bp.SPLITS, bp.D), dtype=torch.uint8, device="cuda")
+    out, lse, ws = bp.buffers(query)
     one = torch.empty((len(caches),) + tuple(caches[0].shape), dtype=torch.uint8, device="cuda")
     for i, c in enumerate(caches):
         one[i].copy_(c)
@@ -46,19 +42,10 @@ def graph_probe(batch, seq, reps=50):
                 for c in copies:
                     tq.decode(query, c, table, lens, layout, bp.D ** -0.5, bp.SPLITS, out=out, lse=lse, workspace=ws)
             stream = torch.cuda.current_stream() if where == "default" else s
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            ms = []
             with torch.cuda.stream(stream):
-                for i in range(reps + 3):
-                    a.record()
-                    g.replay()
-                    b.record()
-                    b.synchronize()
-                    if i >= 3:
-                        ms.append(a.elapsed_time(b))
-            ms.sort()
+                us = bp.event_us(g.replay, reps) / len(copies)
             print(f"graph {batch}x{seq}, {len(copies)} copies in {name}, replayed on the {where} stream: "
-                  f"{1e3 * ms[len(ms) // 2] / len(copies):.2f} us per call")
+                  f"{us:.2f} us per call")
 
 
 if sys.argv[1] == "graph":

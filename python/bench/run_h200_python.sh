@@ -42,10 +42,14 @@ if has overhead; then
   done > "$OUT/overhead.log" 2>&1
   log "overhead rc=$?"; cat "$OUT/overhead.log"
 fi
+# bench_gpu's rows bench_python compares with: bench_gpu_rows NAME (NAME.csv, NAME.log in $OUT)
+bench_gpu_rows() {
+  timeout 120 $B/bench/gpu/bench_gpu --mode fast --preset 4bit_nc --shape 16x32768,1x4096 --layout soa --sustained \
+    --csv "$OUT/$1.csv" > "$OUT/$1.log" 2>&1
+}
 if has bench; then
   log bench
-  timeout 120 $B/bench/gpu/bench_gpu --mode fast --preset 4bit_nc --shape 16x32768,1x4096 --layout soa --sustained \
-    --csv "$OUT/bench_gpu.csv" > "$OUT/bench_gpu.log" 2>&1
+  bench_gpu_rows bench_gpu
   log "bench_gpu rc=$?"; cat "$OUT/bench_gpu.log" | head -20
   PYTHONPATH=$B/python timeout 180 "$PY" python/bench/bench_python.py --bench-gpu-csv "$OUT/bench_gpu.csv" \
     > "$OUT/bench_python.log" 2>&1
@@ -53,8 +57,7 @@ if has bench; then
   # bench_gpu again after the Python process: how much of a difference between the
   # two processes is the GPU's state (clocks, temperature) at the time it ran.
   nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >> "$OUT/info.log" 2>&1
-  timeout 120 $B/bench/gpu/bench_gpu --mode fast --preset 4bit_nc --shape 16x32768,1x4096 --layout soa --sustained \
-    --csv "$OUT/bench_gpu_after.csv" > "$OUT/bench_gpu_after.log" 2>&1
+  bench_gpu_rows bench_gpu_after
   log "bench_gpu (after bench_python) rc=$?"; grep -E "^decode" "$OUT/bench_gpu_after.log"
 fi
 if has pip; then

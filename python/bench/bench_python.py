@@ -9,9 +9,11 @@
    CUDA-graph replay (like bench_gpu: cache copies filling 384 MiB, so reads come from
    HBM) at 16 x 32768 and 1 x 4096, and eager calls at 16 x 32768, against bench_gpu's
    fast row of the same shape (``--bench-gpu-csv``, from the same machine and run), on
-   encoded N(0, 1) K/V and on bench_gpu's own data distributions (``make``). Eager
-   calls run back to back, so they are also compared with bench_gpu's ``--sustained``
-   row (its graph replayed back to back) where the CSV has it.
+   encoded N(0, 1) K/V, on bench_gpu's data distributions and on bench_gpu's own bytes
+   (``make``). Eager calls are timed alone, 20 back to back between two events, and
+   20 back to back on the host clock; back-to-back calls are also compared with
+   bench_gpu's ``--sustained`` row (its graph replayed back to back) where the CSV has
+   it. Each graph is captured, timed and released on its own (``drop_in``).
 
     python bench_python.py [--bench-gpu-csv FILE] [--calls 1000] [--reps 50]
 Prints one line per measurement and, with --bench-gpu-csv, the ratios."""
@@ -216,72 +218,74 @@ def hadamard():
     return torch.tensor(h / np.sqrt(D), dtype=torch.float32, device="cuda")
 
 
+def host_us(call, reps, per_timing=20):
+    """Median over `reps` timings (after 3 warm-up ones) of `per_timing` calls of `call`
+    launched back to back, timed on the host from the first launch to the device's
+    finishing the last, in us per call (probe_harness's `host` measurement)."""
+    us = []
+    for i in range(reps + 3):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter_ns()
+        for _ in range(per_timing):
+            call()
+        torch.cuda.synchronize()
+        if i >= 3:
+            us.append((time.perf_counter_ns() - t0) / 1e3)
+    return statistics.median(us) / per_timing
+
+
+def graph_of(caches, call, s=None):
+    """A CUDA graph of `call(cache)` for every cache copy, captured on stream `s` (a new
+    side stream by default)."""
+    s = s or torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        for c in caches:
+            call(c)
+    return g
+
+
 def drop_in(batch, seq, reps, eager, data="encoded"):
+    """Times of the drop-in and of the same turboquant.decode call, in us per call.
+
+    The procedure is probe_harness's (PERFORMANCE.md, Python run 5): the eager calls
+    first, before any graph exists; then one graph at a time, captured, timed on its
+    own and released, never two graphs replayed alternately over the same caches."""
     layout, caches, table, lens, query = make(batch, seq, data=data)
     pi, centroids = hadamard(), torch.from_numpy(tq.codebook(4, D).centroids).cuda()
     out, lse, ws = buffers(query)
-    for c in caches[:3]:
-        v2_call(layout, c, table, lens, query, pi, centroids, out, lse)
+    calls = {"drop-in": lambda c: v2_call(layout, c, table, lens, query, pi, centroids, out, lse),
+             "library": lambda c: tq.decode(query, c, table, lens, layout, D ** -0.5, SPLITS, out=out, lse=lse,
+                                            workspace=ws)}
+    for call in calls.values():
+        for c in caches[:3]:
+            call(c)
     torch.cuda.synchronize()
-
-    def graph_of(call):
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=s):
-            for c in caches:
-                call(c)
-        return g
-
-    # The drop-in's graph and the library call's (the kernels bench_gpu times), replayed
-    # alternately so that both see the same clocks.
-    drop_in_graph = graph_of(lambda c: v2_call(layout, c, table, lens, query, pi, centroids, out, lse))
-    library_graph = graph_of(lambda c: tq.decode(query, c, table, lens, layout, D ** -0.5, SPLITS, out=out, lse=lse,
-                                                 workspace=ws))
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ms = {"drop-in": [], "library": []}
-    for i in range(reps + 3):
-        for name, g in (("drop-in", drop_in_graph), ("library", library_graph)):
-            a.record()
-            g.replay()
-            b.record()
-            b.synchronize()
-            if i >= 3:
-                ms[name].append(a.elapsed_time(b))
-    graph_us = statistics.median(ms["drop-in"]) * 1e3 / len(caches)
-    library_graph_us = statistics.median(ms["library"]) * 1e3 / len(caches)
-    print(f"drop-in v2 {batch}x{seq} {data} graph: {graph_us:.1f} us per call; turboquant.decode graph {library_graph_us:.1f} "
-          f"us; ratio {graph_us / library_graph_us:.3f} ({len(caches)} cache copies, median of {reps})")
-    eager_us = library_us = eager_one_us = None
+    r = {}
     if eager:
-
-        def back_to_back(call):
-            return event_us(call, reps, per_timing=20)
-
-        def isolated(call):
-            return event_us(call, reps, spin=True)
-
-        eager_one_us = isolated(lambda: v2_call(layout, caches[0], table, lens, query, pi, centroids, out, lse))
-        library_one_us = isolated(lambda: tq.decode(query, caches[0], table, lens, layout, D ** -0.5, SPLITS, out=out,
-                                                    lse=lse, workspace=ws))
-        graph_one_us = isolated(library_graph.replay) / len(caches)
-        print(f"drop-in v2 {batch}x{seq} {data} eager, one call alone: {eager_one_us:.1f} us; turboquant.decode "
-              f"{library_one_us:.1f} us; turboquant.decode graph {graph_one_us:.1f} us (median of {reps})")
-        eager_us = back_to_back(lambda: v2_call(layout, caches[0], table, lens, query, pi, centroids, out, lse))
-        # The same kernels launched eagerly without the launcher: turboquant.decode itself.
-        library_us = back_to_back(lambda: tq.decode(query, caches[0], table, lens, layout, D ** -0.5, SPLITS, out=out,
-                                                    lse=lse, workspace=ws))
-        # The library's graph replayed back to back as the eager calls run (the GPU
-        # busy for the same stretch), to tell launch gaps from the clocks of a
-        # longer busy period.
-        graph_b2b_us = back_to_back(library_graph.replay) / len(caches)
-        print(f"drop-in v2 {batch}x{seq} {data} eager: {eager_us:.1f} us per call; turboquant.decode eager {library_us:.1f} "
-              f"us; turboquant.decode graph replayed back to back {graph_b2b_us:.1f} us (20 back-to-back calls or "
-              f"replays, median of {reps})")
-    if eager:  # bench_gpu's measurement (the library's graph, one replay alone) made in this process
-        print(f"ratio eager {batch}x{seq} ({data} data): drop-in {eager_us:.1f} us / turboquant.decode graph in this "
-              f"process {library_graph_us:.1f} us = {eager_us / library_graph_us:.3f}")
-    return graph_us, eager_us, library_us, eager_one_us
+        for name, call in calls.items():
+            one = lambda: call(caches[0])  # noqa: E731
+            r[name + " eager alone"] = event_us(one, reps, spin=True)
+            r[name + " eager"] = event_us(one, reps, per_timing=20)
+            r[name + " eager host"] = host_us(one, reps)
+            print(f"{name} {batch}x{seq} {data} eager: one call alone {r[name + ' eager alone']:.1f} us; 20 back to "
+                  f"back {r[name + ' eager']:.1f} us per call (events), {r[name + ' eager host']:.1f} us (host clock); "
+                  f"median of {reps}")
+    for name, call in calls.items():
+        g = graph_of(caches, call)
+        r[name + " graph"] = event_us(g.replay, reps) / len(caches)
+        del g
+        torch.cuda.synchronize()
+        print(f"{name} {batch}x{seq} {data} graph: {r[name + ' graph']:.2f} us per call ({len(caches)} cache copies, "
+              f"one replay alone, median of {reps})")
+    print(f"ratio graph {batch}x{seq} ({data} data): drop-in / turboquant.decode = "
+          f"{r['drop-in graph'] / r['library graph']:.3f}")
+    if eager:
+        print(f"ratio eager {batch}x{seq} ({data} data): drop-in / turboquant.decode = "
+              f"{r['drop-in eager'] / r['library eager']:.3f}; drop-in eager / turboquant.decode graph in this process = "
+              f"{r['drop-in eager'] / r['library graph']:.3f}")
+    return r
 
 
 def bench_gpu_rows(path):
@@ -303,23 +307,16 @@ def main():
     overhead(o.calls)
     ref = bench_gpu_rows(o.bench_gpu_csv) if o.bench_gpu_csv else {}
     for data in ("encoded", "bench_gpu", "bench_gpu_bytes"):
-        big = drop_in(16, 32768, o.reps, eager=True, data=data)
-        small = drop_in(1, 4096, o.reps, eager=False, data=data)
-        for name, ours in (("decode fast 4bit_nc 16x32768", big[0]), ("decode fast 4bit_nc 1x4096", small[0])):
-            if name in ref:
-                print(f"ratio graph {name} ({data} data): drop-in {ours:.1f} us / bench_gpu {ref[name]:.1f} us = "
-                      f"{ours / ref[name]:.3f}")
-        name = "decode fast 4bit_nc 16x32768"
-        if name in ref:
-            print(f"ratio eager {name} ({data} data): drop-in {big[1]:.1f} us / bench_gpu graph {ref[name]:.1f} us = "
-                  f"{big[1] / ref[name]:.3f}; drop-in / turboquant.decode eager = {big[1] / big[2]:.3f}")
-            print(f"ratio eager {name} ({data} data), one call alone: drop-in {big[3]:.1f} us / bench_gpu graph "
-                  f"{ref[name]:.1f} us = {big[3] / ref[name]:.3f}")
-        if name + " sustained" in ref:  # bench_gpu --sustained: its graph replayed back to back, as eager calls run
-            sus = ref[name + " sustained"]
-            print(f"ratio eager {name} ({data} data): drop-in {big[1]:.1f} us / bench_gpu sustained graph {sus:.1f} us "
-                  f"= {big[1] / sus:.3f}")
-
+        for (batch, seq), eager in (((16, 32768), True), ((1, 4096), False)):
+            r = drop_in(batch, seq, o.reps, eager=eager, data=data)
+            name = f"decode fast 4bit_nc {batch}x{seq}"
+            for ref_name, ref_what in ((name, "bench_gpu graph"), (name + " sustained", "bench_gpu sustained graph")):
+                if ref_name not in ref:
+                    continue
+                for what in ("graph", "eager", "eager host", "eager alone"):
+                    if "drop-in " + what in r:
+                        print(f"ratio {what} {name} ({data} data): drop-in {r['drop-in ' + what]:.1f} us / "
+                              f"{ref_what} {ref[ref_name]:.1f} us = {r['drop-in ' + what] / ref[ref_name]:.3f}")
 
 if __name__ == "__main__":
     main()

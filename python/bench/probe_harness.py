@@ -36,11 +36,8 @@ def graph_probe(batch, seq, reps=50):
     for name, copies in (("separate allocations", caches), ("one allocation", [one[i] for i in range(len(caches))])):
         for where in ("default", "side"):
             s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, stream=s):
-                for c in copies:
-                    tq.decode(query, c, table, lens, layout, bp.D ** -0.5, bp.SPLITS, out=out, lse=lse, workspace=ws)
+            g = bp.graph_of(copies, lambda c: tq.decode(query, c, table, lens, layout, bp.D ** -0.5, bp.SPLITS, out=out,
+                                                        lse=lse, workspace=ws), s)
             stream = torch.cuda.current_stream() if where == "default" else s
             with torch.cuda.stream(stream):
                 us = bp.event_us(g.replay, reps) / len(copies)

@@ -2,7 +2,7 @@
 # The Python package on the GPU machine, logs to $OUT: build the extension (CUDA),
 # pytest (CPU and CUDA tests), bench_gpu + bench_python.py (docs/PERFORMANCE.md),
 # and a fresh-venv `pip install .` with the CUDA backend (offline: no build isolation).
-#   bash python/bench/run_h200_python.sh [steps]   steps: build,gtest,pytest,overhead,bench,pip
+#   bash python/bench/run_h200_python.sh [steps]   steps: build,gtest,pytest,overhead,bench,probe,pip
 #   (default build,pytest,bench,pip; gtest builds and runs test_gpu and test_cpu too:
 #   the CUDA kernels against the golden model, the CPU ISAs on this host's AVX-512)
 set -u
@@ -59,6 +59,11 @@ if has bench; then
   nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >> "$OUT/info.log" 2>&1
   bench_gpu_rows bench_gpu_after
   log "bench_gpu (after bench_python) rc=$?"; grep -E "^decode" "$OUT/bench_gpu_after.log"
+fi
+if has probe; then  # probe_harness.py's host timing of eager calls (PERFORMANCE.md, Python run 5)
+  log probe
+  (cd python/bench && PYTHONPATH=../../$B/python timeout 120 "$PY" probe_harness.py host) > "$OUT/probe.log" 2>&1
+  log "probe rc=$?"; cat "$OUT/probe.log"
 fi
 if has pip; then
   log pip

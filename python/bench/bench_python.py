@@ -185,15 +185,17 @@ def buffers(query):
 
 def event_us(call, reps, per_timing=1, spin=False):
     """Median over `reps` timings (after 3 warm-up ones) of `per_timing` calls of `call`
-    launched back to back between two events, in us per call. spin: a short spin
-    kernel ahead of the first event covers the host's launch time, so that a call timed
-    alone (per_timing 1) is timed from an otherwise idle device, as bench_gpu times one
-    graph replay."""
+    launched back to back between two events, in us per call. spin: a spin kernel ahead
+    of the first event (about 200 us per call timed, at the H200's clock) lasts until the
+    host has queued every call, so the timing is the device's alone: it holds neither
+    the host's launch time (which varied 2.4x between machines in run 6) nor device idle
+    time while the host catches up. Without it the first event fires as soon as it is
+    queued and the timing includes the host's time to launch the first call."""
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     ms = []
     for i in range(reps + 3):
         if spin:
-            torch.cuda._sleep(200_000)
+            torch.cuda._sleep(400_000 * per_timing)
         a.record()
         for _ in range(per_timing):
             call()
@@ -267,18 +269,19 @@ def drop_in(batch, seq, reps, eager, data="encoded"):
         for name, call in calls.items():
             one = lambda: call(caches[0])  # noqa: E731
             r[name + " eager alone"] = event_us(one, reps, spin=True)
-            r[name + " eager"] = event_us(one, reps, per_timing=20)
+            r[name + " eager"] = event_us(one, reps, per_timing=20, spin=True)
             r[name + " eager host"] = host_us(one, reps)
             print(f"{name} {batch}x{seq} {data} eager: one call alone {r[name + ' eager alone']:.1f} us; 20 back to "
-                  f"back {r[name + ' eager']:.1f} us per call (events), {r[name + ' eager host']:.1f} us (host clock); "
+                  f"back {r[name + ' eager']:.1f} us per call (device time), {r[name + ' eager host']:.1f} us (host "
+                  f"clock, host launch included); "
                   f"median of {reps}")
     for name, call in calls.items():
         g = graph_of(caches, call)
-        r[name + " graph"] = event_us(g.replay, reps) / len(caches)
+        r[name + " graph"] = event_us(g.replay, reps, spin=True) / len(caches)
         del g
         torch.cuda.synchronize()
         print(f"{name} {batch}x{seq} {data} graph: {r[name + ' graph']:.2f} us per call ({len(caches)} cache copies, "
-              f"one replay alone, median of {reps})")
+              f"one replay alone, device time, median of {reps})")
     print(f"ratio graph {batch}x{seq} ({data} data): drop-in / turboquant.decode = "
           f"{r['drop-in graph'] / r['library graph']:.3f}")
     if eager:

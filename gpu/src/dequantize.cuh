@@ -37,6 +37,7 @@
 #include "dequantize_params.hpp"
 #include "fast_divisor.hpp"
 #include "group_contract.cuh"
+#include "mma_utils.cuh"  // load_chunk, shifted_bits
 #include "turboquant/core/fp8.hpp"
 #include "turboquant/core/quantize.hpp"
 #include "turboquant/core/token_codec.hpp"
@@ -49,6 +50,14 @@ inline constexpr int kDequantizeThreads = 128;
 // registers (85 at 6 blocks).
 template <int D>
 inline constexpr int kDequantizeBlocksPerSm = D == 128 ? 8 : 6;
+
+// EXPERIMENT (removed before the session ends): the loop's prefetch and the
+// resident blocks per SM, chosen at run time for D 128 by TQ_DEQUANTIZE_VARIANT.
+template <bool kPrefetchV, int kBlocksV>
+struct DequantizeTuning {
+  static constexpr bool kPrefetch = kPrefetchV;
+  static constexpr int kBlocks = kBlocksV;
+};
 inline constexpr unsigned kFullWarp = 0xffffffffu;
 
 // FP8 keys' floats, one per byte, per block (conversions differ per flavour;
@@ -142,53 +151,129 @@ __device__ __forceinline__ float fp16_value(std::uint32_t bits) {
   return (h & 0x7c00u) == 0x7c00u ? core::fp16_to_float(h) : __half2float(__ushort_as_half(h));
 }
 
-// Lane `sub`'s run of kRun codes in every 16-dim row of a packed code array
-// (code d at bit kBits * d, core::unpack_code's order), loaded as the 16-bit
-// words that cover it (code arrays start 2-byte aligned: the dequantize checks
-// the cache pointer, and record and field offsets are even). A row is kBits
-// words, so where a run starts in its row's words depends on `sub` only.
+// kBytes bytes at `p` (2-byte aligned at least: the dequantize checks the
+// cache pointer, and record and field offsets are even) in the widest loads
+// its address allows.
+template <int kBytes>
+__device__ __forceinline__ void load_any(const std::uint8_t* p, std::uint32_t (&w)[kBytes / 4]) {
+  const std::uintptr_t a = address_of(p);
+  if (a % 16 == 0) {
+    load_chunk<kBytes, 16>(p, w);
+  } else if (a % 4 == 0) {
+    load_chunk<kBytes, 4>(p, w);
+  } else {
+    load_chunk<kBytes, 2>(p, w);
+  }
+}
+
+__device__ __forceinline__ std::uint32_t shfl_xor(std::uint32_t v, int m) { return __shfl_xor_sync(kFullWarp, v, m); }
+__device__ __forceinline__ std::uint64_t shfl_xor(std::uint64_t v, int m) { return __shfl_xor_sync(kFullWarp, v, m); }
+
+// A packed code array's bytes as the group loads them: lane `sub` the
+// 4 * kBits bytes of its 32-dim chunk (dims 32 sub .. 32 sub + 31, i.e. rows
+// 2 sub and 2 sub + 1; code d at bit kBits * d, core::unpack_code's order) in
+// one to four wide loads.
+template <int kBits>
+struct CodeChunk {
+  static constexpr int kWords = kBits;  // 32 codes of kBits bits
+  std::uint32_t w[kWords];
+  __device__ __forceinline__ void load(const std::uint8_t* codes, int sub) { load_any<4 * kWords>(codes + 4 * kWords * sub, w); }
+};
+
+// Lane `sub`'s run of kRun codes in every 16-dim row (group_contract.cuh's
+// layout), made from the group's chunks by a transpose through shuffles:
+// lane s's chunk holds rows 2s and 2s + 1, lane L needs bits
+// [kRunBits * L, kRunBits * (L + 1)) of every row. Lane s first cuts its two
+// rows into kLanes units, unit L = (row 2s's run of lane L, row 2s + 1's);
+// log2(kLanes) butterfly stages (xor shuffles) then leave lane L holding unit
+// s of every lane s.
 template <int D, int kBits>
 struct CodeRuns {
   using G = RecordGroup<D>;
-  static constexpr int kRunBits = kBits * G::kRun;
-  __host__ __device__ static constexpr int words_for(int sub) { return (kRunBits * sub % 16 + kRunBits + 15) / 16; }
-  __host__ __device__ static constexpr int max_words() {
-    int m = 0;
-    for (int s = 0; s < G::kLanes; ++s) m = words_for(s) > m ? words_for(s) : m;
-    return m;
+  static constexpr int kRunBits = kBits * G::kRun;  // 6 .. 64
+  using Word = std::conditional_t<(kRunBits > 32), std::uint64_t, std::uint32_t>;
+  // Both rows' runs in one word where they fit, else a word each.
+  static constexpr bool kPacked = 2 * kRunBits <= 32;
+  struct Unit {
+    Word lo, hi;
+  };
+  using Piece = std::conditional_t<kPacked, std::uint32_t, Unit>;
+
+  Word run[G::kRows];  // row r's run in the low kRunBits bits
+
+  // Bits [pos, pos + kRunBits) of the chunk (pos constant after unrolling).
+  __device__ __forceinline__ static Word run_at(const CodeChunk<kBits>& c, int pos) {
+    constexpr int kTotal = 32 * CodeChunk<kBits>::kWords;
+    Word v = shifted_bits(c.w, pos, 0);
+    if constexpr (kRunBits > 32) {
+      if (pos + 32 < kTotal) v |= Word{shifted_bits(c.w, pos + 32, 0)} << 32;
+    }
+    if constexpr (kRunBits < 8 * sizeof(Word)) v &= (Word{1} << kRunBits) - 1u;
+    return v;
   }
-  static constexpr int kMaxWords = max_words();  // 1, 2 or 4
-  using Word = std::conditional_t<(kMaxWords > 2), std::uint64_t, std::uint32_t>;
+  __device__ __forceinline__ static Piece piece_of(const CodeChunk<kBits>& c, int lane) {
+    const Word lo = run_at(c, kRunBits * lane), hi = run_at(c, 16 * kBits + kRunBits * lane);
+    if constexpr (kPacked) {
+      return lo | (hi << kRunBits);
+    } else {
+      return Unit{lo, hi};
+    }
+  }
+  __device__ __forceinline__ static Piece select(bool c, const Piece& a, const Piece& b) {
+    if constexpr (kPacked) {
+      return c ? a : b;
+    } else {
+      return Unit{c ? a.lo : b.lo, c ? a.hi : b.hi};
+    }
+  }
+  __device__ __forceinline__ static Piece exchange(const Piece& v, int m) {
+    if constexpr (kPacked) {
+      return shfl_xor(v, m);
+    } else {
+      return Unit{shfl_xor(v.lo, m), shfl_xor(v.hi, m)};
+    }
+  }
 
-  Word raw[G::kRows];  // row r's words, the run at bit shift(sub)
-
-  __device__ static int shift(int sub) { return kRunBits * sub % 16; }
-
-  __device__ __forceinline__ void load(const std::uint8_t* codes, int sub) {
-    const std::uint8_t* first = codes + 2 * (kRunBits * sub / 16);
-    const int words = words_for(sub);
+  __device__ __forceinline__ void from_chunk(const CodeChunk<kBits>& chunk, int sub) {
+    Piece piece[G::kLanes];
 #pragma unroll
-    for (int r = 0; r < G::kRows; ++r) {
-      Word w = 0;
+    for (int lane = 0; lane < G::kLanes; ++lane) piece[lane] = piece_of(chunk, lane);
 #pragma unroll
-      for (int i = 0; i < kMaxWords; ++i) {
-        if (i == 0 || i < words) w |= static_cast<Word>(load_u16(first + 2 * (kBits * r + i))) << (16 * i);
+    for (int b = 1; b < G::kLanes; b <<= 1) {
+      const bool upper = sub & b;
+#pragma unroll
+      for (int i = 0; i < G::kLanes; ++i) {
+        if (i & b) continue;
+        // The lower lane of the pair keeps piece i, the upper piece i | b
+        // (values selected, not elements: a select of two array elements'
+        // addresses would put the array in local memory).
+        const Piece keep_lower = piece[i], keep_upper = piece[i | b];
+        const Piece got = exchange(select(upper, keep_lower, keep_upper), b);
+        piece[i] = select(upper, got, keep_lower);
+        piece[i | b] = select(upper, keep_upper, got);
       }
-      raw[r] = w;
+    }
+#pragma unroll
+    for (int s = 0; s < G::kLanes; ++s) {
+      if constexpr (kPacked) {
+        run[2 * s] = piece[s] & ((1u << kRunBits) - 1u);
+        run[2 * s + 1] = piece[s] >> kRunBits;
+      } else {
+        run[2 * s] = piece[s].lo;
+        run[2 * s + 1] = piece[s].hi;
+      }
     }
   }
 
   // Lane `sub`'s elements (group_contract.cuh's order): element e of row r is
   // to_float(code).
   template <class F>
-  __device__ __forceinline__ void to_floats(int sub, F&& to_float, float (&out)[G::kElems]) const {
-    const int s = shift(sub);
+  __device__ __forceinline__ void to_floats(F&& to_float, float (&out)[G::kElems]) const {
 #pragma unroll
     for (int r = 0; r < G::kRows; ++r) {
-      const Word run = raw[r] >> s;
 #pragma unroll
       for (int e = 0; e < G::kRun; ++e) {
-        out[r * G::kRun + e] = to_float(static_cast<std::uint32_t>(run >> (kBits * e)) & ((1u << kBits) - 1u));
+        out[r * G::kRun + e] = to_float(static_cast<std::uint32_t>(run[r] >> (kBits * e)) & ((1u << kBits) - 1u));
       }
     }
   }
@@ -207,7 +292,7 @@ __device__ __forceinline__ bool dequantize_key(const DequantizeParams& p, const 
                                                const float* key_floats, int sub, float* staged,
                                                float (&k)[RecordGroup<D>::kElems]) {
   using G = RecordGroup<D>;
-  codes.to_floats(sub, [&](std::uint32_t c) { return key_floats[c]; }, k);  // centroids or FP8 values
+  codes.to_floats([&](std::uint32_t c) { return key_floats[c]; }, k);  // centroids or FP8 values
   if constexpr (KB == core::kFp8KeyBits) {
     return false;  // stored unrotated: the same values in either basis
   } else {
@@ -256,7 +341,7 @@ template <int D, int VB>
 __device__ __forceinline__ bool dequantize_value(const CodeRuns<D, VB>& codes, std::uint32_t scale_bits,
                                                  std::uint32_t zero_bits, int sub, float (&v)[RecordGroup<D>::kElems]) {
   using G = RecordGroup<D>;
-  codes.to_floats(sub, value_code_float, v);
+  codes.to_floats(value_code_float, v);
   const float scale = fp16_value(scale_bits);
   const float zero = fp16_value(zero_bits);
 #pragma unroll
@@ -339,9 +424,36 @@ __device__ __forceinline__ void store_record(void* base, std::int64_t row_base, 
   }
 }
 
+// What one record's loads bring: its code chunks and fp16 fields, all issued
+// together.
+template <int KB, int VB>
+struct RecordLoads {
+  CodeChunk<KB> key;
+  CodeChunk<VB> value;
+  std::uint32_t norm_bits, scale_bits, zero_bits;
+  bool valid;
+};
+
+template <int KB, int VB>
+__device__ __forceinline__ RecordLoads<KB, VB> load_record(const core::BlockLayout& l, const DequantizeRecord& rec,
+                                                           int sub) {
+  RecordLoads<KB, VB> r;
+  r.key.load(rec.block + l.key_data_offset(rec.t, rec.h), sub);
+  r.value.load(rec.block + l.value_data_offset(rec.t, rec.h), sub);
+  r.norm_bits =
+      KB == core::kFp8KeyBits ? 0u : load_u16(rec.block + l.meta_field_offset(rec.t, rec.h, core::MetaField::kKeyNorm));
+  r.scale_bits = load_u16(rec.block + l.meta_field_offset(rec.t, rec.h, core::MetaField::kValueScale));
+  r.zero_bits = load_u16(rec.block + l.meta_field_offset(rec.t, rec.h, core::MetaField::kValueZero));
+  r.valid = rec.valid;
+  return r;
+}
+
 // The grid-stride loop over records for one (key bits, value bits): KB and VB
-// are constants here, so are the layout's sizes and offsets.
-template <int D, core::LayoutKind kLayout, DType kOut, int KB, int VB>
+// are constants here, so are the layout's sizes and offsets. Each iteration
+// issues the loads of the group's next record before it computes and stores
+// this one, so that a warp's record waits for memory while the previous one
+// is worked on.
+template <int D, core::LayoutKind kLayout, DType kOut, int KB, int VB, class Tuning>
 __device__ __forceinline__ void dequantize_records(const DequantizeParams& p, const float* key_floats,
                                                    float* staged) {
   using G = RecordGroup<D>;
@@ -354,24 +466,30 @@ __device__ __forceinline__ void dequantize_records(const DequantizeParams& p, co
   const int sub = threadIdx.x % G::kLanes;
   const int group_in_warp = threadIdx.x % 32 / G::kLanes;
   const std::int64_t stride = std::int64_t{gridDim.x} * kGroups;
+  std::int64_t warp_first = std::int64_t{blockIdx.x} * kGroups + threadIdx.x / 32 * (32 / G::kLanes);
+  RecordLoads<KB, VB> loads;
+  if constexpr (Tuning::kPrefetch) loads = load_record<KB, VB>(l, locate_record(p, warp_first + group_in_warp), sub);
   // The loop runs while any group of the warp has a record (warp-uniform).
-  for (std::int64_t warp_first = std::int64_t{blockIdx.x} * kGroups + threadIdx.x / 32 * (32 / G::kLanes);
-       warp_first < p.work; warp_first += stride) {
+  for (; warp_first < p.work; warp_first += stride) {
     const std::int64_t w = warp_first + group_in_warp;  // the record, and its output row
-    const DequantizeRecord rec = locate_record(p, w);
-    CodeRuns<D, KB> key_codes;
-    CodeRuns<D, VB> value_codes;
-    key_codes.load(rec.block + l.key_data_offset(rec.t, rec.h), sub);
-    value_codes.load(rec.block + l.value_data_offset(rec.t, rec.h), sub);
-    const std::uint32_t norm_bits =
-        KB == core::kFp8KeyBits ? 0u : load_u16(rec.block + l.meta_field_offset(rec.t, rec.h, core::MetaField::kKeyNorm));
-    const std::uint32_t scale_bits = load_u16(rec.block + l.meta_field_offset(rec.t, rec.h, core::MetaField::kValueScale));
-    const std::uint32_t zero_bits = load_u16(rec.block + l.meta_field_offset(rec.t, rec.h, core::MetaField::kValueZero));
+    RecordLoads<KB, VB> cur;
+    if constexpr (Tuning::kPrefetch) {
+      cur = loads;
+      loads = load_record<KB, VB>(l, locate_record(p, w + stride), sub);
+    } else {
+      cur = load_record<KB, VB>(l, locate_record(p, w), sub);
+    }
     float x[G::kElems];  // K, stored, then V (one vector live at a time)
-    const bool key_finite = dequantize_key<D, KB>(p, l, key_codes, norm_bits, key_floats, sub, staged, x);
-    store_record<D, kOut>(p.keys, w * D, sub, x, key_finite, rec.valid, align);
-    const bool value_finite = dequantize_value<D, VB>(value_codes, scale_bits, zero_bits, sub, x);
-    store_record<D, kOut>(p.values, w * D, sub, x, value_finite, rec.valid, align);
+    {
+      CodeRuns<D, KB> key_codes;
+      key_codes.from_chunk(cur.key, sub);
+      const bool key_finite = dequantize_key<D, KB>(p, l, key_codes, cur.norm_bits, key_floats, sub, staged, x);
+      store_record<D, kOut>(p.keys, w * D, sub, x, key_finite, cur.valid, align);
+    }
+    CodeRuns<D, VB> value_codes;
+    value_codes.from_chunk(cur.value, sub);
+    const bool value_finite = dequantize_value<D, VB>(value_codes, cur.scale_bits, cur.zero_bits, sub, x);
+    store_record<D, kOut>(p.values, w * D, sub, x, value_finite, cur.valid, align);
   }
 }
 
@@ -379,8 +497,8 @@ __device__ __forceinline__ void dequantize_records(const DequantizeParams& p, co
 // the bit widths dispatched inside one kernel, its six loops shared hoisted
 // values and spilled them. Dynamic shared memory: 2 D floats per group when
 // p.rotation is dense, else none.
-template <int D, core::LayoutKind kLayout, DType kOut, int KB, int VB>
-__global__ void __launch_bounds__(kDequantizeThreads, kDequantizeBlocksPerSm<D>) dequantize_kernel(DequantizeParams p) {
+template <int D, core::LayoutKind kLayout, DType kOut, int KB, int VB, class Tuning>
+__global__ void __launch_bounds__(kDequantizeThreads, Tuning::kBlocks) dequantize_kernel(DequantizeParams p) {
   using G = RecordGroup<D>;
   extern __shared__ float dense_staging[];
   __shared__ float centroids[core::kMaxCodebookSize];
@@ -393,7 +511,7 @@ __global__ void __launch_bounds__(kDequantizeThreads, kDequantizeBlocksPerSm<D>)
   }
   __syncthreads();
   float* staged = dense_staging + (threadIdx.x / G::kLanes) * (p.rotation != nullptr ? 2 * D : 0);
-  dequantize_records<D, kLayout, kOut, KB, VB>(p, KB == core::kFp8KeyBits ? fp8.value : centroids, staged);
+  dequantize_records<D, kLayout, kOut, KB, VB, Tuning>(p, KB == core::kFp8KeyBits ? fp8.value : centroids, staged);
 }
 
 }  // namespace turboquant::cuda::detail

@@ -177,7 +177,9 @@ template <int kBits>
 struct CodeChunk {
   static constexpr int kWords = kBits;  // 32 codes of kBits bits
   std::uint32_t w[kWords];
-  __device__ __forceinline__ void load(const std::uint8_t* codes, int sub) { load_any<4 * kWords>(codes + 4 * kWords * sub, w); }
+  __device__ __forceinline__ void load(const std::uint8_t* codes, int sub) {
+    load_any<4 * kWords>(codes + 4 * kWords * sub, w);
+  }
 };
 
 // Lane `sub`'s run of kRun codes in every 16-dim row (group_contract.cuh's

@@ -43,7 +43,8 @@ cudaError_t launch_dequantize_instance(const DequantizeParams& p, cudaStream_t s
         return launch_dequantize_tuned<D, kLayout, kOut, KB, VB, DequantizeTuning<true, 8>>(p, stream);
     }
   } else {
-    return launch_dequantize_tuned<D, kLayout, kOut, KB, VB, DequantizeTuning<true, kDequantizeBlocksPerSm<D>>>(p, stream);
+    using Tuning = DequantizeTuning<true, kDequantizeBlocksPerSm<D>>;
+    return launch_dequantize_tuned<D, kLayout, kOut, KB, VB, Tuning>(p, stream);
   }
 }
 

@@ -120,37 +120,39 @@ TEST(GpuDequantize, DenseRotationAndUnalignedOutputsGiveTheGoldenBytes) {
       for (const bool dense : {false, true}) {
         if (dense && !dense_ok) continue;
         for (const std::size_t misalign : {std::size_t{0}, dtype_size(t)}) {
-         for (const std::size_t cache_offset : {0, 2, 4, 8}) {
-          SCOPED_TRACE(std::string(preset_name(preset)) + " " + layout_name(layout) + " D" + std::to_string(head_dim) +
-                       " " + dtype_name(t) + (dense ? " dense" : " hadamard") + " offset " + std::to_string(misalign) +
-                       " cache offset " + std::to_string(cache_offset));
-          DequantOutputs want = canary_outputs(list_elements(p), t), got = canary_outputs(list_elements(p), t);
-          DequantizeArgs a = list_args(p, want, t, Basis::kOriginal);
-          if (dense) a.rotation = {pit.data(), pit.size() * 4};
-          ASSERT_TRUE(dequantize_reference(p.view(), a).ok());
-          DeviceMem d_cache(p.cache.size()), d_slots(a.slots.bytes), d_keys(got.keys.size()), d_values(got.values.size()),
-              d_rot(pit.size() * 4);
-          ASSERT_EQ(cudaMemcpy(d_cache.at(cache_offset), p.cache.data(), p.cache.size(), cudaMemcpyHostToDevice),
-                    cudaSuccess);
-          ASSERT_EQ(cudaMemcpy(d_slots.p, a.slots.data, a.slots.bytes, cudaMemcpyHostToDevice), cudaSuccess);
-          ASSERT_EQ(cudaMemcpy(d_rot.p, pit.data(), pit.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-          ASSERT_EQ(cudaMemcpy(d_keys.at(misalign), got.keys.data(), got.keys.size(), cudaMemcpyHostToDevice), cudaSuccess);
-          ASSERT_EQ(cudaMemcpy(d_values.at(misalign), got.values.data(), got.values.size(), cudaMemcpyHostToDevice),
-                    cudaSuccess);
-          DequantizeArgs da = a;
-          da.slots = {d_slots.p, a.slots.bytes};
-          da.keys = {d_keys.at(misalign), got.keys.size()};
-          da.values = {d_values.at(misalign), got.values.size()};
-          if (dense) da.rotation = {d_rot.p, pit.size() * 4};
-          const Status st =
-              cuda::dequantize(ConstCacheView(p.layout, d_cache.at(cache_offset), p.num_blocks), da, nullptr);
-          ASSERT_TRUE(st.ok()) << st.to_string();
-          ASSERT_EQ(cudaMemcpy(got.keys.data(), d_keys.at(misalign), got.keys.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-          ASSERT_EQ(cudaMemcpy(got.values.data(), d_values.at(misalign), got.values.size(), cudaMemcpyDeviceToHost),
-                    cudaSuccess);
-          EXPECT_EQ(got.keys, want.keys);
-          EXPECT_EQ(got.values, want.values);
-         }
+          for (const std::size_t cache_offset : {0, 2, 4, 8}) {
+            SCOPED_TRACE(std::string(preset_name(preset)) + " " + layout_name(layout) + " D" +
+                         std::to_string(head_dim) + " " + dtype_name(t) + (dense ? " dense" : " hadamard") +
+                         " offset " + std::to_string(misalign) + " cache offset " + std::to_string(cache_offset));
+            DequantOutputs want = canary_outputs(list_elements(p), t), got = canary_outputs(list_elements(p), t);
+            DequantizeArgs a = list_args(p, want, t, Basis::kOriginal);
+            if (dense) a.rotation = {pit.data(), pit.size() * 4};
+            ASSERT_TRUE(dequantize_reference(p.view(), a).ok());
+            DeviceMem d_cache(p.cache.size()), d_slots(a.slots.bytes), d_keys(got.keys.size()),
+                d_values(got.values.size()), d_rot(pit.size() * 4);
+            ASSERT_EQ(cudaMemcpy(d_cache.at(cache_offset), p.cache.data(), p.cache.size(), cudaMemcpyHostToDevice),
+                      cudaSuccess);
+            ASSERT_EQ(cudaMemcpy(d_slots.p, a.slots.data, a.slots.bytes, cudaMemcpyHostToDevice), cudaSuccess);
+            ASSERT_EQ(cudaMemcpy(d_rot.p, pit.data(), pit.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+            ASSERT_EQ(cudaMemcpy(d_keys.at(misalign), got.keys.data(), got.keys.size(), cudaMemcpyHostToDevice),
+                      cudaSuccess);
+            ASSERT_EQ(cudaMemcpy(d_values.at(misalign), got.values.data(), got.values.size(), cudaMemcpyHostToDevice),
+                      cudaSuccess);
+            DequantizeArgs da = a;
+            da.slots = {d_slots.p, a.slots.bytes};
+            da.keys = {d_keys.at(misalign), got.keys.size()};
+            da.values = {d_values.at(misalign), got.values.size()};
+            if (dense) da.rotation = {d_rot.p, pit.size() * 4};
+            const Status st =
+                cuda::dequantize(ConstCacheView(p.layout, d_cache.at(cache_offset), p.num_blocks), da, nullptr);
+            ASSERT_TRUE(st.ok()) << st.to_string();
+            ASSERT_EQ(cudaMemcpy(got.keys.data(), d_keys.at(misalign), got.keys.size(), cudaMemcpyDeviceToHost),
+                      cudaSuccess);
+            ASSERT_EQ(cudaMemcpy(got.values.data(), d_values.at(misalign), got.values.size(), cudaMemcpyDeviceToHost),
+                      cudaSuccess);
+            EXPECT_EQ(got.keys, want.keys);
+            EXPECT_EQ(got.values, want.values);
+          }
         }
       }
     }

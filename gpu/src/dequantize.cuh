@@ -15,8 +15,11 @@
 //
 // What makes it fast (each step measured, docs/PERFORMANCE.md):
 // - the key and value bit widths are compile-time constants of the loop
-//   (one kernel per pair), so a lane's codes of a row are one or two 16-bit
-//   loads and constant shifts;
+//   (one kernel per pair), so every shift and offset is a constant;
+// - a lane loads the 32 codes of its 32-dim chunk of each code array in one to
+//   four wide loads (CodeChunk), and a transpose through shuffles gives it its
+//   runs of the contract's layout (CodeRuns): a quarter to an eighth of the
+//   load instructions of loading each run itself;
 // - key codes become floats through the block's centroids in shared memory
 //   (conflict-free: 8 or 16 words) or its FP8 table, value codes
 //   arithmetically;
@@ -50,14 +53,6 @@ inline constexpr int kDequantizeThreads = 128;
 // registers (85 at 6 blocks).
 template <int D>
 inline constexpr int kDequantizeBlocksPerSm = D == 128 ? 8 : 6;
-
-// EXPERIMENT (removed before the session ends): the loop's prefetch and the
-// resident blocks per SM, chosen at run time for D 128 by TQ_DEQUANTIZE_VARIANT.
-template <bool kPrefetchV, int kBlocksV>
-struct DequantizeTuning {
-  static constexpr bool kPrefetch = kPrefetchV;
-  static constexpr int kBlocks = kBlocksV;
-};
 inline constexpr unsigned kFullWarp = 0xffffffffu;
 
 // FP8 keys' floats, one per byte, per block (conversions differ per flavour;
@@ -451,11 +446,10 @@ __device__ __forceinline__ RecordLoads<KB, VB> load_record(const core::BlockLayo
 }
 
 // The grid-stride loop over records for one (key bits, value bits): KB and VB
-// are constants here, so are the layout's sizes and offsets. Each iteration
-// issues the loads of the group's next record before it computes and stores
-// this one, so that a warp's record waits for memory while the previous one
-// is worked on.
-template <int D, core::LayoutKind kLayout, DType kOut, int KB, int VB, class Tuning>
+// are constants here, so are the layout's sizes and offsets. (Issuing the
+// next record's loads before this one's work was measured slower at every
+// occupancy that leaves it unspilled: docs/PERFORMANCE.md, round 11.)
+template <int D, core::LayoutKind kLayout, DType kOut, int KB, int VB>
 __device__ __forceinline__ void dequantize_records(const DequantizeParams& p, const float* key_floats,
                                                    float* staged) {
   using G = RecordGroup<D>;
@@ -469,18 +463,10 @@ __device__ __forceinline__ void dequantize_records(const DequantizeParams& p, co
   const int group_in_warp = threadIdx.x % 32 / G::kLanes;
   const std::int64_t stride = std::int64_t{gridDim.x} * kGroups;
   std::int64_t warp_first = std::int64_t{blockIdx.x} * kGroups + threadIdx.x / 32 * (32 / G::kLanes);
-  RecordLoads<KB, VB> loads;
-  if constexpr (Tuning::kPrefetch) loads = load_record<KB, VB>(l, locate_record(p, warp_first + group_in_warp), sub);
   // The loop runs while any group of the warp has a record (warp-uniform).
   for (; warp_first < p.work; warp_first += stride) {
     const std::int64_t w = warp_first + group_in_warp;  // the record, and its output row
-    RecordLoads<KB, VB> cur;
-    if constexpr (Tuning::kPrefetch) {
-      cur = loads;
-      loads = load_record<KB, VB>(l, locate_record(p, w + stride), sub);
-    } else {
-      cur = load_record<KB, VB>(l, locate_record(p, w), sub);
-    }
+    const RecordLoads<KB, VB> cur = load_record<KB, VB>(l, locate_record(p, w), sub);
     float x[G::kElems];  // K, stored, then V (one vector live at a time)
     {
       CodeRuns<D, KB> key_codes;
@@ -499,8 +485,8 @@ __device__ __forceinline__ void dequantize_records(const DequantizeParams& p, co
 // the bit widths dispatched inside one kernel, its six loops shared hoisted
 // values and spilled them. Dynamic shared memory: 2 D floats per group when
 // p.rotation is dense, else none.
-template <int D, core::LayoutKind kLayout, DType kOut, int KB, int VB, class Tuning>
-__global__ void __launch_bounds__(kDequantizeThreads, Tuning::kBlocks) dequantize_kernel(DequantizeParams p) {
+template <int D, core::LayoutKind kLayout, DType kOut, int KB, int VB>
+__global__ void __launch_bounds__(kDequantizeThreads, kDequantizeBlocksPerSm<D>) dequantize_kernel(DequantizeParams p) {
   using G = RecordGroup<D>;
   extern __shared__ float dense_staging[];
   __shared__ float centroids[core::kMaxCodebookSize];
@@ -513,7 +499,7 @@ __global__ void __launch_bounds__(kDequantizeThreads, Tuning::kBlocks) dequantiz
   }
   __syncthreads();
   float* staged = dense_staging + (threadIdx.x / G::kLanes) * (p.rotation != nullptr ? 2 * D : 0);
-  dequantize_records<D, kLayout, kOut, KB, VB, Tuning>(p, KB == core::kFp8KeyBits ? fp8.value : centroids, staged);
+  dequantize_records<D, kLayout, kOut, KB, VB>(p, KB == core::kFp8KeyBits ? fp8.value : centroids, staged);
 }
 
 }  // namespace turboquant::cuda::detail

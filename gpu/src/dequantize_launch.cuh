@@ -4,7 +4,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdint>
 
 #include "dequantize.cuh"
@@ -13,39 +12,15 @@
 
 namespace turboquant::cuda::detail {
 
-template <int D, core::LayoutKind kLayout, DType kOut, int KB, int VB, class Tuning>
-cudaError_t launch_dequantize_tuned(const DequantizeParams& p, cudaStream_t stream) {
-  constexpr int kGroups = kDequantizeThreads / RecordGroup<D>::kLanes;
-  // A grid-stride loop over at most one wave of resident blocks.
-  const std::int64_t wave = std::int64_t{std::max(device_sm_count(), 1)} * Tuning::kBlocks;
-  const std::int64_t blocks = std::min((p.work + kGroups - 1) / kGroups, wave);
-  const std::size_t smem = p.rotation != nullptr ? std::size_t{kGroups} * 2 * D * sizeof(float) : 0;
-  dequantize_kernel<D, kLayout, kOut, KB, VB, Tuning>
-      <<<static_cast<unsigned>(blocks), kDequantizeThreads, smem, stream>>>(p);
-  return cudaGetLastError();
-}
-
 template <int D, core::LayoutKind kLayout, DType kOut, int KB, int VB>
 cudaError_t launch_dequantize_instance(const DequantizeParams& p, cudaStream_t stream) {
-  if constexpr (D == 128) {
-    static const int variant = [] {
-      const char* v = std::getenv("TQ_DEQUANTIZE_VARIANT");
-      return v != nullptr ? std::atoi(v) : 1;
-    }();
-    switch (variant) {
-      case 0:
-        return launch_dequantize_tuned<D, kLayout, kOut, KB, VB, DequantizeTuning<false, 8>>(p, stream);
-      case 2:
-        return launch_dequantize_tuned<D, kLayout, kOut, KB, VB, DequantizeTuning<true, 7>>(p, stream);
-      case 3:
-        return launch_dequantize_tuned<D, kLayout, kOut, KB, VB, DequantizeTuning<true, 6>>(p, stream);
-      default:
-        return launch_dequantize_tuned<D, kLayout, kOut, KB, VB, DequantizeTuning<true, 8>>(p, stream);
-    }
-  } else {
-    using Tuning = DequantizeTuning<true, kDequantizeBlocksPerSm<D>>;
-    return launch_dequantize_tuned<D, kLayout, kOut, KB, VB, Tuning>(p, stream);
-  }
+  constexpr int kGroups = kDequantizeThreads / RecordGroup<D>::kLanes;
+  // A grid-stride loop over at most one wave of resident blocks.
+  const std::int64_t wave = std::int64_t{std::max(device_sm_count(), 1)} * kDequantizeBlocksPerSm<D>;
+  const std::int64_t blocks = std::min((p.work + kGroups - 1) / kGroups, wave);
+  const std::size_t smem = p.rotation != nullptr ? std::size_t{kGroups} * 2 * D * sizeof(float) : 0;
+  dequantize_kernel<D, kLayout, kOut, KB, VB><<<static_cast<unsigned>(blocks), kDequantizeThreads, smem, stream>>>(p);
+  return cudaGetLastError();
 }
 
 // Every bit-width pair of the formats (StrictBits): the dequantize serves

@@ -15,7 +15,8 @@
    bench_gpu's ``--sustained`` row (its graph replayed back to back) where the CSV has
    it. Each graph is captured, timed and released on its own (``drop_in``).
 
-    python bench_python.py [--bench-gpu-csv FILE] [--calls 1000] [--reps 50]
+    python bench_python.py [--bench-gpu-csv FILE] [--calls 1000] [--reps 50] [--shapes 16x32768,1x4096]
+                           [--data encoded,bench_gpu,bench_gpu_bytes] [--no-overhead]
 Prints one line per measurement and, with --bench-gpu-csv, the ratios."""
 
 import argparse
@@ -308,12 +309,18 @@ def main():
     p.add_argument("--bench-gpu-csv")
     p.add_argument("--calls", type=int, default=1000)
     p.add_argument("--reps", type=int, default=50)
+    p.add_argument("--shapes", default="16x32768,1x4096", help="BxS list, in this order (eager calls at 16x32768)")
+    p.add_argument("--data", default="encoded,bench_gpu,bench_gpu_bytes", help="data sets, in this order")
+    p.add_argument("--no-overhead", action="store_true")
     o = p.parse_args()
     print(torch.cuda.get_device_name(), "torch", torch.__version__)
-    overhead(o.calls)
+    if not o.no_overhead:
+        overhead(o.calls)
     ref = bench_gpu_rows(o.bench_gpu_csv) if o.bench_gpu_csv else {}
-    for data in ("encoded", "bench_gpu", "bench_gpu_bytes"):
-        for (batch, seq), eager in (((16, 32768), True), ((1, 4096), False)):
+    shapes = [tuple(map(int, x.split("x"))) for x in o.shapes.split(",")]
+    for data in o.data.split(","):
+        for batch, seq in shapes:
+            eager = (batch, seq) == (16, 32768)
             r = drop_in(batch, seq, o.reps, eager=eager, data=data)
             name = f"decode fast 4bit_nc {batch}x{seq}"
             for ref_name, ref_what in ((name, "bench_gpu graph"), (name + " sustained", "bench_gpu sustained graph")):
@@ -323,6 +330,7 @@ def main():
                     if "drop-in " + what in r:
                         print(f"ratio {what} {name} ({data} data): drop-in {r['drop-in ' + what]:.1f} us / "
                               f"{ref_what} {ref[ref_name]:.1f} us = {r['drop-in ' + what] / ref[ref_name]:.3f}")
+
 
 if __name__ == "__main__":
     main()

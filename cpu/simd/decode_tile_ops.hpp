@@ -197,11 +197,55 @@ struct DecodeTileOps {
       dot_token<KeyBits, HB, SelfDot>(keys[i], tab, q, dims, red, S::slot_of(i), red_self);
     }
   }
-  // The same for keys already decoded to floats (decode_key), one pointer per token.
+  // dot_floats for TB tokens at once (tokens i0 .. i0 + TB - 1): each chunk's
+  // HB query vectors are loaded once for the TB keys, so a fused multiply-add
+  // needs (TB + HB) / (TB * HB) loads instead of (1 + HB) / HB. Each (token,
+  // head) lane keeps its own chain over the chunks in chunk order: the same
+  // bits as dot_floats.
+  template <int HB, int TB>
+  static void dot_floats_block(const float* const* keys, int i0, const float* q, int dims, float* red) {
+    F acc[TB][HB][R];
+    TQ_UNROLL
+    for (int t = 0; t < TB; ++t)
+      TQ_UNROLL
+      for (int g = 0; g < HB; ++g)
+        TQ_UNROLL
+        for (int r = 0; r < R; ++r) acc[t][g][r] = F(0.0f);
+    for (int c = 0; c < dims / 16; ++c) {
+      F qv[HB][R];
+      TQ_UNROLL
+      for (int g = 0; g < HB; ++g)
+        TQ_UNROLL
+        for (int r = 0; r < R; ++r) qv[g][r] = F::load_unaligned(q + std::int64_t{g} * dims + 16 * c + r * W);
+      TQ_UNROLL
+      for (int t = 0; t < TB; ++t) {
+        TQ_UNROLL
+        for (int r = 0; r < R; ++r) {
+          const F kv = F::load_unaligned(keys[i0 + t] + 16 * c + r * W);
+          TQ_UNROLL
+          for (int g = 0; g < HB; ++g) acc[t][g][r] = fma_rn<A>(qv[g][r], kv, acc[t][g][r]);
+        }
+      }
+    }
+    TQ_UNROLL
+    for (int t = 0; t < TB; ++t)
+      TQ_UNROLL
+      for (int g = 0; g < HB; ++g) S::store_dot(red + (g * kTile + S::slot_of(i0 + t)) * S::kSlotFloats, acc[t][g]);
+  }
+
+  // The same for keys already decoded to floats (decode_key), one pointer per
+  // token: blocks of as many tokens as the accumulators, queries and a key
+  // chunk leave registers for (32 with AVX-512, 16 with AVX2).
   template <int HB>
   [[gnu::noinline, gnu::flatten]] static void decoded_keys_tile(const float* const* keys, int n, const float* q,
                                                                 int dims, float* red) {
-    for (int i = 0; i < n; ++i) dot_floats<HB>(keys[i], q, dims, red, S::slot_of(i));
+    constexpr int kRegisters = W == 16 ? 32 : 16;
+    constexpr int TB = 4 * HB * R + HB * R + R <= kRegisters ? 4 : (2 * HB * R + HB * R + R <= kRegisters ? 2 : 1);
+    int i = 0;
+    if constexpr (TB > 1) {
+      for (; i + TB <= n; i += TB) dot_floats_block<HB, TB>(keys, i, q, dims, red);
+    }
+    for (; i < n; ++i) dot_floats<HB>(keys[i], q, dims, red, S::slot_of(i));
   }
   template <int HB, class Values>
   [[gnu::noinline, gnu::flatten]] static void values_tile(Values values, int n, int dims, const float* probs,

@@ -269,7 +269,8 @@ struct DecodeKernels : DecodeTileOps<A> {
             float* red = sc.red + g0 * kTile * S::kSlotFloats;
             const float* q = queries + std::int64_t{g0} * dims;
             if (nan) {
-              Ops::template dot_floats<HB>(sc.kbuf, q, dims, red, S::slot_of(i));
+              const float* key = sc.kbuf;
+              Ops::template dot_floats<HB>(&key, i, q, dims, red);
             } else {
               Ops::template dot_token<KeyBits, HB>(t.key[i], tc.key_table, q, dims, red, S::slot_of(i));
             }

@@ -97,27 +97,6 @@ struct DecodeTileOps {
     for (int g = 0; g < HB; ++g) S::store_dot(red + (g * kTile + slot) * S::kSlotFloats, acc[g]);
   }
 
-  // The same for a key already decoded to fp32 (FP8 keys holding NaN codes;
-  // the keys of decode_rows' ring).
-  template <int HB>
-  static void dot_floats(const float* key, const float* q, int dims, float* red, int slot) {
-    F acc[HB][R];
-    TQ_UNROLL
-    for (int g = 0; g < HB; ++g)
-      TQ_UNROLL
-      for (int r = 0; r < R; ++r) acc[g][r] = F(0.0f);
-    for (int c = 0; c < dims / 16; ++c)
-      TQ_UNROLL
-      for (int g = 0; g < HB; ++g)
-        TQ_UNROLL
-        for (int r = 0; r < R; ++r) {
-          const F kv = F::load_unaligned(key + 16 * c + r * W);
-          acc[g][r] = fma_rn<A>(F::load_unaligned(q + std::int64_t{g} * dims + 16 * c + r * W), kv, acc[g][r]);
-        }
-    TQ_UNROLL
-    for (int g = 0; g < HB; ++g) S::store_dot(red + (g * kTile + slot) * S::kSlotFloats, acc[g]);
-  }
-
   // Where value_chunk gets token t's values of dims [16c, 16c+16): looked up
   // from its codes in the token's 16-entry table fma(code, scale, zero)
   // (vt + 16 t), or loaded from values already decoded that way.
@@ -197,13 +176,14 @@ struct DecodeTileOps {
       dot_token<KeyBits, HB, SelfDot>(keys[i], tab, q, dims, red, S::slot_of(i), red_self);
     }
   }
-  // dot_floats for TB tokens at once (tokens i0 .. i0 + TB - 1): each chunk's
-  // HB query vectors are loaded once for the TB keys, so a fused multiply-add
-  // needs (TB + HB) / (TB * HB) loads instead of (1 + HB) / HB. Each (token,
-  // head) lane keeps its own chain over the chunks in chunk order: the same
-  // bits as dot_floats.
-  template <int HB, int TB>
-  static void dot_floats_block(const float* const* keys, int i0, const float* q, int dims, float* red) {
+  // The same for keys already decoded to fp32 (FP8 keys holding NaN codes;
+  // the keys of decode_rows' ring): keys[0 .. TB - 1], the tile's tokens i0 ..
+  // i0 + TB - 1. Each chunk's HB query vectors are loaded once for the TB
+  // keys, so a fused multiply-add needs (TB + HB) / (TB * HB) loads instead of
+  // (1 + HB) / HB; each (token, head) lane keeps its own chain over the chunks
+  // in chunk order, so TB does not change the bits.
+  template <int HB, int TB = 1>
+  static void dot_floats(const float* const* keys, int i0, const float* q, int dims, float* red) {
     F acc[TB][HB][R];
     TQ_UNROLL
     for (int t = 0; t < TB; ++t)
@@ -221,7 +201,7 @@ struct DecodeTileOps {
       for (int t = 0; t < TB; ++t) {
         TQ_UNROLL
         for (int r = 0; r < R; ++r) {
-          const F kv = F::load_unaligned(keys[i0 + t] + 16 * c + r * W);
+          const F kv = F::load_unaligned(keys[t] + 16 * c + r * W);
           TQ_UNROLL
           for (int g = 0; g < HB; ++g) acc[t][g][r] = fma_rn<A>(qv[g][r], kv, acc[t][g][r]);
         }
@@ -243,9 +223,9 @@ struct DecodeTileOps {
     constexpr int TB = 4 * HB * R + HB * R + R <= kRegisters ? 4 : (2 * HB * R + HB * R + R <= kRegisters ? 2 : 1);
     int i = 0;
     if constexpr (TB > 1) {
-      for (; i + TB <= n; i += TB) dot_floats_block<HB, TB>(keys, i, q, dims, red);
+      for (; i + TB <= n; i += TB) dot_floats<HB, TB>(keys + i, i, q, dims, red);
     }
-    for (; i < n; ++i) dot_floats<HB>(keys[i], q, dims, red, S::slot_of(i));
+    for (; i < n; ++i) dot_floats<HB>(keys + i, i, q, dims, red);
   }
   template <int HB, class Values>
   [[gnu::noinline, gnu::flatten]] static void values_tile(Values values, int n, int dims, const float* probs,

@@ -215,11 +215,11 @@ struct DecodeTileOps {
 
   // The same for keys already decoded to floats (decode_key), one pointer per
   // token: blocks of as many tokens as the accumulators, queries and a key
-  // chunk leave registers for (32 with AVX-512, 16 with AVX2).
+  // chunk leave registers for.
   template <int HB>
   [[gnu::noinline, gnu::flatten]] static void decoded_keys_tile(const float* const* keys, int n, const float* q,
                                                                 int dims, float* red) {
-    constexpr int kRegisters = W == 16 ? 32 : 16;
+    constexpr int kRegisters = S::kVectorRegisters;
     constexpr int TB = 4 * HB * R + HB * R + R <= kRegisters ? 4 : (2 * HB * R + HB * R + R <= kRegisters ? 2 : 1);
     int i = 0;
     if constexpr (TB > 1) {
@@ -232,9 +232,8 @@ struct DecodeTileOps {
                                                           const float* alpha, float* acc, std::int64_t acc_stride,
                                                           bool first) {
     // Two chunks at once where their accumulators, values and a probability fit
-    // the vector registers (32 with AVX-512, 16 with AVX2).
-    constexpr int kRegisters = W == 16 ? 32 : 16;
-    constexpr int NC = 2 * HB * R + 2 * R + 1 <= kRegisters ? 2 : 1;
+    // the vector registers.
+    constexpr int NC = 2 * HB * R + 2 * R + 1 <= S::kVectorRegisters ? 2 : 1;
     int c = 0;
     for (; c + NC <= dims / 16; c += NC) value_chunk<HB, NC>(values, n, c, probs, alpha, acc, acc_stride, first);
     for (; c < dims / 16; ++c) value_chunk<HB, 1>(values, n, c, probs, alpha, acc, acc_stride, first);

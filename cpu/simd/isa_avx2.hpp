@@ -14,6 +14,7 @@ struct Isa<xsimd::fma3<xsimd::avx2>> {
   static constexpr int kRegs = 2;
   static constexpr int kWidth = 8;
   static constexpr int kHeadBlock = 4;  // 16 ymm registers only
+  static constexpr int kVectorRegisters = 16;  // what register blocks of the hot loops may fill
   static constexpr int kSlotFloats = 8; // lanes j + (j+8) are added before storing
 
   static F fma(const F& a, const F& b, const F& c) { return _mm256_fmadd_ps(a, b, c); }

@@ -14,6 +14,7 @@ struct Isa<xsimd::avx512bw> {
   static constexpr int kRegs = 1;        // registers per V16
   static constexpr int kWidth = 16;      // floats per register
   static constexpr int kHeadBlock = 8;   // query heads whose accumulators stay in registers
+  static constexpr int kVectorRegisters = 32;  // what register blocks of the hot loops may fill
   static constexpr int kSlotFloats = 16; // floats stored per (head, token) for the tile reduction
 
   // a * b + c with one rounding. Not xsimd::fma: xsimd 8.1 has no AVX-512 fma

@@ -16,10 +16,10 @@
 // What makes it fast (each step measured, docs/PERFORMANCE.md):
 // - the key and value bit widths are compile-time constants of the loop
 //   (one kernel per pair), so every shift and offset is a constant;
-// - a lane loads the 32 codes of its 32-dim chunk of each code array in one to
-//   four wide loads (CodeChunk), and a transpose through shuffles gives it its
-//   runs of the contract's layout (CodeRuns): a quarter to an eighth of the
-//   load instructions of loading each run itself;
+// - a lane loads the 32 codes of its 32-dim chunk of each code array in the
+//   widest loads its address allows (CodeChunk: one to four 16-byte loads on
+//   SoA, whose records are 16-byte aligned), and a transpose through shuffles
+//   gives it its runs of the contract's layout (CodeRuns);
 // - key codes become floats through the block's centroids in shared memory
 //   (conflict-free: 8 or 16 words) or its FP8 table, value codes
 //   arithmetically;
@@ -167,7 +167,7 @@ __device__ __forceinline__ std::uint64_t shfl_xor(std::uint64_t v, int m) { retu
 // A packed code array's bytes as the group loads them: lane `sub` the
 // 4 * kBits bytes of its 32-dim chunk (dims 32 sub .. 32 sub + 31, i.e. rows
 // 2 sub and 2 sub + 1; code d at bit kBits * d, core::unpack_code's order) in
-// one to four wide loads.
+// the widest loads its address allows.
 template <int kBits>
 struct CodeChunk {
   static constexpr int kWords = kBits;  // 32 codes of kBits bits

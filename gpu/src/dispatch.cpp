@@ -41,20 +41,35 @@ Status unsupported_bits(int key_bits, int value_bits, const char* what) {
                                               std::to_string(value_bits) + ": the CUDA " + what + " has no instance");
 }
 
-Status launch_decode(const DecodeParams& p, bool fast, cudaStream_t stream) {
+Status launch_decode(const DecodeParams& p, bool fast, const CUtensorMap& aos_tiles, cudaStream_t stream) {
   return dispatch_head_dim(HeadDims{}, p.layout.format.head_dim, "decode", [&](auto d) {
     constexpr int D = decltype(d)::value;
-    return fast ? launch_fast_decode_dim<D>(p, stream) : launch_strict_decode_dim<D>(p, stream);
+    if (!fast) return launch_strict_decode_dim<D>(p, stream);
+    return p.aos_tensor_copy ? launch_fast_decode_dim<D, true>(p, aos_tiles, stream)
+                             : launch_fast_decode_dim<D, false>(p, aos_tiles, stream);
   });
 }
 
-int fast_decode_occupancy(const core::Format& f) {
+int fast_decode_occupancy(const core::Format& f, bool tensor_copy) {
   int blocks = 0;
   (void)dispatch_head_dim(HeadDims{}, f.head_dim, "decode", [&](auto d) {
-    blocks = fast_decode_occupancy_dim<decltype(d)::value>(f);
+    constexpr int D = decltype(d)::value;
+    blocks = tensor_copy ? fast_decode_occupancy_dim<D, true>(f) : fast_decode_occupancy_dim<D, false>(f);
     return Status();
   });
   return blocks;
+}
+
+bool device_has_tensor_copies() {
+  static PerDeviceInt cache;
+  return cache.get([] {
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+      return 0;
+    }
+    return major >= 9 ? 1 : 0;
+  }) != 0;
 }
 
 int device_sm_count() {

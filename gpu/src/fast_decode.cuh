@@ -38,7 +38,9 @@
 // the 16-byte units covering each slot, the stage reader (fast_stage.cuh)
 // takes 4-byte words at the slot's phase, 4-bit / FP8 keys and 4-bit values
 // dealt out to lanes in interleaved words (the query and the output use the
-// same dim permutation), and the _nc presets' per-token norm correction needs
+// same dim permutation), or, where the strides allow (aos_tensor_box.hpp),
+// tensor copies land each slot's key and value parts at the start of aligned
+// rows, read as SoA's records; the _nc presets' per-token norm correction needs
 // each key's squared centroid norm: two more mma per k-step (the Gram blocks
 // of the tile, whose diagonals are those norms), then core::decoded_key_norm
 // once per lane.
@@ -50,6 +52,9 @@
 // fast_epilogue.cuh (the warps' states into the split's partial).
 #pragma once
 
+#include <cstdint>
+#include <type_traits>
+
 #include "fast_epilogue.cuh"
 #include "fast_loader.cuh"
 #include "fast_mainloop.cuh"
@@ -59,8 +64,8 @@ namespace turboquant::cuda::detail {
 
 // The warp's main loop over its tiles, reading stages through `stage`
 // (kRows: the columns carry masks, fast_columns.cuh).
-template <class T, bool kRows, class Stage>
-__device__ __forceinline__ void fast_tiles(FastWarpState<T>& state, FastTileLoader<T>& loader,
+template <class T, bool kRows, class Stage, class Loader>
+__device__ __forceinline__ void fast_tiles(FastWarpState<T>& state, Loader& loader,
                                            const FastTileInputs<T>& in, const Stage& stage, std::uint8_t* stages,
                                            std::uint8_t* issue_stage, core::TokenRange range, int warp, int my_tiles,
                                            int g, int c) {
@@ -68,10 +73,10 @@ __device__ __forceinline__ void fast_tiles(FastWarpState<T>& state, FastTileLoad
   const std::uint8_t* st = stages;
   int tok0 = range.begin + warp * T::kTile;
   for (int it = 0; it < my_tiles; ++it) {
-    cp_async_wait<T::kStages - 2>();
+    loader.wait();
     __syncwarp();
     if (it + T::kStages - 1 < my_tiles) loader.issue(issue_stage);
-    cp_async_commit();
+    loader.commit();
     issue_stage = issue_stage == last_stage ? stages : issue_stage + T::kStageBytes;
     fast_tile<T, kRows>(state, in, stage, st, tok0, min(T::kTile, range.end - tok0), g, c);
     st = st == last_stage ? stages : st + T::kStageBytes;
@@ -82,16 +87,24 @@ __device__ __forceinline__ void fast_tiles(FastWarpState<T>& state, FastTileLoad
 // kRows: the instance for query_start_loc rows and windows (FastRows); the
 // other one is the single-token decode, whose columns are one row's heads and
 // whose code has no masks (a register-free path: 1 us faster at 1 x 4096).
+// aos_tiles: the map of T::kTensorCopy's copies (unused otherwise), a
+// __grid_constant__ so that the copy engine reads it where the launch put it.
 template <class T, bool kRows>
-__global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) fast_decode_kernel(DecodeParams p) {
+__global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
+    fast_decode_kernel(DecodeParams p, const __grid_constant__ CUtensorMap aos_tiles) {
   constexpr int D = T::kDim;
   extern __shared__ __align__(16) std::uint8_t smem[];
   std::uint8_t* work = smem;
+  if constexpr (T::kWorkAlign > 16) {
+    const auto base = reinterpret_cast<std::uintptr_t>(smem);
+    work = smem + ((T::kWorkAlign - base % T::kWorkAlign) % T::kWorkAlign);
+  }
   std::uint8_t* lut = smem + T::kLutOffset;
   float* prep = reinterpret_cast<float*>(smem + T::kPrepOffset);
   __shared__ std::uint32_t centroid_half[16];
   __shared__ float warp_max[T::kWarps][T::kHeads];
   __shared__ float warp_sum[T::kWarps][T::kHeads];
+  __shared__ std::uint64_t stage_bars[T::kTensorCopy ? T::kWarps * T::kStages : 1];  // FastTensorLoader's
 
   const int split = blockIdx.x;
   const int kv_head = blockIdx.y / p.chunks_per_kv_head;
@@ -112,14 +125,21 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) fast_decode_kernel
   const int num_tiles = (range.size() + T::kTile - 1) / T::kTile;
   const int my_tiles = num_tiles > warp ? (num_tiles - warp + T::kWarps - 1) / T::kWarps : 0;
   std::uint8_t* const stages = work + warp * T::kStages * T::kStageBytes;
-  FastTileLoader<T> loader(p, block_row, range, kv_head, warp, lane, my_tiles);
+  using Loader = std::conditional_t<T::kTensorCopy, FastTensorLoader<T>, FastTileLoader<T>>;
+  Loader loader = [&] {
+    if constexpr (T::kTensorCopy) {
+      return Loader(p, &aos_tiles, block_row, range, kv_head, warp, lane, my_tiles, stage_bars + warp * T::kStages);
+    } else {
+      return Loader(p, block_row, range, kv_head, warp, lane, my_tiles);
+    }
+  }();
 
   // The pipeline's first stages go out before the preparation below.
   std::uint8_t* issue_stage = stages;
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
     if (s < my_tiles) loader.issue(issue_stage);
-    cp_async_commit();
+    loader.commit();
     issue_stage += T::kStageBytes;
   }
 
@@ -135,7 +155,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) fast_decode_kernel
 
   FastWarpState<T> state;
   state.init();
-  if constexpr (T::kAos) {
+  if constexpr (T::kTensorCopy) {
+    const AosTensorStage<T> stage(g, c, p.layout.format.norm_corrected_at_decode(), p.fast_gram_unscale);
+    fast_tiles<T, kRows>(state, loader, in, stage, stages, issue_stage, range, warp, my_tiles, g, c);
+  } else if constexpr (T::kAos) {
     // Every slot of the head has the phase of its first (the host sends token
     // strides that are not a multiple of 4 to the strict kernel).
     const core::BlockLayout l = T::layout(p.layout);
@@ -148,9 +171,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) fast_decode_kernel
       fast_tiles<T, kRows>(state, loader, in, stage, stages, issue_stage, range, warp, my_tiles, g, c);
     }
   } else {
-    fast_tiles<T, kRows>(state, loader, in, SoaStage<T>{g, c}, stages, issue_stage, range, warp, my_tiles, g, c);
+    fast_tiles<T, kRows>(state, loader, in, SoaStage<T>{{g, c}}, stages, issue_stage, range, warp, my_tiles, g, c);
   }
-  cp_async_wait<0>();
+  loader.drain();
   fast_write_partial<T>(p, state, FastPartialTarget{split, cols.count}, column_row, work, warp_max, warp_sum, tid);
 }
 

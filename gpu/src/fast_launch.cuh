@@ -3,6 +3,9 @@
 // for FP8 keys, the FP8 flavour.
 #pragma once
 
+#include <string>
+#include <type_traits>
+
 #include "cuda_check.hpp"
 #include "device_cache.hpp"
 #include "fast_decode.cuh"
@@ -11,21 +14,21 @@
 namespace turboquant::cuda::detail {
 
 template <class T, bool kRows>
-cudaError_t launch_fast_instance(const DecodeParams& p, cudaStream_t stream) {
+cudaError_t launch_fast_instance(const DecodeParams& p, const CUtensorMap& aos_tiles, cudaStream_t stream) {
   static PerDeviceInt attr_cache;
   const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T, kRows>, T::kSmemBytes);
   if (attr != cudaSuccess) return attr;
   const auto row_blocks = fast_row_blocks(p.query_start_loc != nullptr, p.rows, p.batch, p.fast_rows_per_block);
   const dim3 grid(p.plan_splits, p.layout.num_kv_heads * p.chunks_per_kv_head, static_cast<unsigned>(row_blocks));
-  fast_decode_kernel<T, kRows><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p);
+  fast_decode_kernel<T, kRows><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p, aos_tiles);
   return cudaGetLastError();
 }
 
 // Multi-token rows and windows take the kRows instance (sinks only change the merge).
 template <class T>
-cudaError_t launch_fast(const DecodeParams& p, cudaStream_t stream) {
-  return p.query_start_loc != nullptr || p.sliding_window != 0 ? launch_fast_instance<T, true>(p, stream)
-                                                               : launch_fast_instance<T, false>(p, stream);
+cudaError_t launch_fast(const DecodeParams& p, const CUtensorMap& aos_tiles, cudaStream_t stream) {
+  return p.query_start_loc != nullptr || p.sliding_window != 0 ? launch_fast_instance<T, true>(p, aos_tiles, stream)
+                                                               : launch_fast_instance<T, false>(p, aos_tiles, stream);
 }
 
 // Resident blocks per SM of one instance on the current device (cached per device; 0 on error).
@@ -44,35 +47,50 @@ int fast_occupancy() {
 }
 
 // f(FastTraits<...>{}) for the format's instance (kUnsupported for bits
-// without one).
-template <int D, class F>
-Status dispatch_fast(const core::Format& f, const char* what, F&& fn) {
+// without one); AoS with tensor_copy (aos_tensor_copy_fits): the tensor-copy
+// instance, which only the generated fast_kernels_tc_d<D>.cu instantiates
+// (kTensorCopyInstances there, false elsewhere: the other files stay lean).
+template <int D, bool kTensorCopyInstances, class F>
+Status dispatch_fast(const core::Format& f, bool tensor_copy, const char* what, F&& fn) {
   return dispatch_layout(f.layout, [&](auto layout) {
     constexpr core::LayoutKind L = decltype(layout)::value;
     return dispatch_bits(FastBits{}, f.key_bits, f.value_bits, what, [&](auto b) {
       constexpr int KB = decltype(b)::kKey;
       constexpr int VB = decltype(b)::kValue;
-      if constexpr (KB == core::kFp8KeyBits) {
-        if (f.fp8_format == core::Fp8Format::kE4b15) return fn(FastTraits<D, KB, VB, L, core::Fp8Format::kE4b15>{});
+      auto with_fp8 = [&](auto tc) {
+        constexpr bool TC = decltype(tc)::value;
+        if constexpr (KB == core::kFp8KeyBits) {
+          if (f.fp8_format == core::Fp8Format::kE4b15) return fn(FastTraits<D, KB, VB, L, core::Fp8Format::kE4b15, TC>{});
+        }
+        return fn(FastTraits<D, KB, VB, L, core::Fp8Format::kE4m3, TC>{});
+      };
+      if constexpr (kTensorCopyInstances && FastTraits<D, KB, VB, L>::kTensorCopyFits) {
+        if (tensor_copy) return with_fp8(std::true_type{});
       }
-      return fn(FastTraits<D, KB, VB, L>{});
+      if constexpr (kTensorCopyInstances) {
+        return Status(StatusCode::kInternal, std::string(what) + ": no tensor-copy instance for this format");
+      } else {
+        return with_fp8(std::false_type{});
+      }
     });
   });
 }
 
-template <int D>
-Status launch_fast_decode_dim(const DecodeParams& p, cudaStream_t stream) {
+// The launch of p's instance (launch.hpp); kTensorCopyInstances: the
+// instances of p.aos_tensor_copy.
+template <int D, bool kTensorCopyInstances>
+Status launch_fast_decode_dim(const DecodeParams& p, const CUtensorMap& aos_tiles, cudaStream_t stream) {
   constexpr const char* kWhat = "fast decode launch";
-  return dispatch_fast<D>(p.layout.format, kWhat, [&](auto traits) {
-    const cudaError_t err = launch_fast<decltype(traits)>(p, stream);
+  return dispatch_fast<D, kTensorCopyInstances>(p.layout.format, p.aos_tensor_copy, kWhat, [&](auto traits) {
+    const cudaError_t err = launch_fast<decltype(traits)>(p, aos_tiles, stream);
     return err == cudaSuccess ? Status() : device_error(err, kWhat);
   });
 }
 
-template <int D>
+template <int D, bool kTensorCopyInstances>
 int fast_decode_occupancy_dim(const core::Format& f) {
   int blocks = 0;
-  (void)dispatch_fast<D>(f, "fast decode", [&](auto traits) {
+  (void)dispatch_fast<D, kTensorCopyInstances>(f, kTensorCopyInstances, "fast decode", [&](auto traits) {
     blocks = fast_occupancy<decltype(traits)>();
     return Status();
   });

@@ -12,12 +12,19 @@
 //        whole spans of two or four rows: with 64-byte pieces of eight rows
 //        per instruction (each touching one or two 128-byte lines) k8v4 ran
 //        1.44x SoA's time at 16 x 32768, with whole spans 1.08x (H200).
+// FastTensorLoader, for AoS layouts with aos_tensor_copy_fits: one lane issues
+// the tile's two tensor copies (aos_tensor_box.hpp), which complete on the
+// stage's barrier; every part lands 16-byte aligned at the start of its row.
+// Both loaders have the same protocol: issue(stage) per tile in tile order,
+// commit() after each issue slot, wait() before reading the oldest tile,
+// drain() at the end.
 #pragma once
 
 #include <cstdint>
 
 #include "fast_traits.cuh"
 #include "mma_utils.cuh"
+#include "tensor_copy.cuh"
 #include "turboquant/core/split_plan.hpp"
 
 namespace turboquant::cuda::detail {
@@ -33,6 +40,34 @@ template <class T>
 __device__ __forceinline__ int aos_slot_in_stage(const core::BlockLayout& l, int kv_head, int r) {
   return r * T::kRowBytes + (aos_slot_offset(l, kv_head, r) & 15);
 }
+
+// The next tile a warp issues (tiles kWarpStep tokens apart): its page of the
+// block table, its first slot in that block and the block's id.
+struct FastTileCursor {
+  const std::int32_t* block_row;
+  int block_size;
+  int my_tiles;
+  int page = 0, slot = 0, block = 0;
+  int issued = 0;
+
+  __device__ __forceinline__ FastTileCursor(const std::int32_t* row, int block_size_, int first_token, int my_tiles_)
+      : block_row(row), block_size(block_size_), my_tiles(my_tiles_) {
+    if (my_tiles > 0) {
+      page = first_token / block_size;
+      slot = first_token % block_size;
+      block = block_row[page];
+    }
+  }
+  __device__ __forceinline__ void advance(int step) {
+    ++issued;
+    slot += step;
+    while (slot >= block_size) {
+      slot -= block_size;
+      ++page;
+    }
+    if (issued < my_tiles) block = block_row[page];  // used one iteration later
+  }
+};
 
 template <class T>
 class FastTileLoader {
@@ -60,16 +95,10 @@ class FastTileLoader {
   // number of tiles this warp issues.
   __device__ __forceinline__ FastTileLoader(const DecodeParams& p, const std::int32_t* block_row,
                                             core::TokenRange range, int kv_head, int warp, int lane, int my_tiles)
-      : p_(p), block_row_(block_row), my_tiles_(my_tiles), lane_(lane) {
+      : p_(p), cursor_(block_row, p.layout.block_size, range.begin + warp * T::kTile, my_tiles), lane_(lane) {
     const core::BlockLayout l = T::layout(p.layout);
     block_bytes_ = l.block_bytes();  // core's block_base(b) = b * block_bytes(), hoisted out of the issue loop
     record_stride_ = static_cast<int>(l.token_stride());  // between slots of one head
-    if (my_tiles > 0) {
-      const int tok = range.begin + warp * T::kTile;
-      page_ = tok / l.block_size;
-      slot_ = tok % l.block_size;
-      block_ = block_row[page_];
-    }
     if constexpr (T::kAos) {
       const int u = lane % kAosLanes;
       const int r0 = lane / kAosLanes;
@@ -102,8 +131,8 @@ class FastTileLoader {
   // Issues the copies of the cursor's tile into stage `dst` (the caller
   // commits the group) and advances the cursor to this warp's next tile.
   __device__ __forceinline__ void issue(std::uint8_t* dst) {
-    const std::uint8_t* block = p_.cache + block_ * block_bytes_;  // = layout.block_base(block_)
-    const std::uint8_t* first = block + slot_ * record_stride_;
+    const std::uint8_t* block = p_.cache + cursor_.block * block_bytes_;  // = layout.block_base(cursor_.block)
+    const std::uint8_t* first = block + cursor_.slot * record_stride_;
     if constexpr (T::kAos) {
 #pragma unroll
       for (int i = 0; i < kAosIssues; ++i) {
@@ -129,23 +158,20 @@ class FastTileLoader {
     }
     if constexpr (!T::kAos) {
       if (lane_ < 2 * T::kMetaFields) {
-        cp_async<16>(dst + meta_dst_, block + meta_src_ + 2 * slot_ /* SoA: meta_token_stride() */);
+        cp_async<16>(dst + meta_dst_, block + meta_src_ + 2 * cursor_.slot /* SoA: meta_token_stride() */);
       }
     }
-    ++issued_;
-    slot_ += kWarpStep;
-    while (slot_ >= p_.layout.block_size) {
-      slot_ -= p_.layout.block_size;
-      ++page_;
-    }
-    if (issued_ < my_tiles_) block_ = block_row_[page_];  // used one iteration later
+    cursor_.advance(kWarpStep);
   }
+  __device__ __forceinline__ void commit() { cp_async_commit(); }
+  // The oldest issued tile has landed (kStages - 2 younger ones may be in flight).
+  __device__ __forceinline__ void wait() { cp_async_wait<T::kStages - 2>(); }
+  __device__ __forceinline__ void drain() { cp_async_wait<0>(); }
 
  private:
   const DecodeParams& p_;
-  const std::int32_t* block_row_;
+  FastTileCursor cursor_;
   int record_stride_ = 0;
-  int my_tiles_;
   int lane_;
   int piece_src_[kOffsets];
   int piece_dst_[kOffsets];
@@ -153,9 +179,60 @@ class FastTileLoader {
   int meta_src_ = 0;
   int meta_dst_ = 0;
   std::uint32_t aos_valid_ = 0;  // AoS: bit i: this lane's unit lies in the span of its row class i
-  int page_ = 0, slot_ = 0, block_ = 0;  // the cursor: the next tile this warp issues
   std::int64_t block_bytes_ = 0;
-  int issued_ = 0;
+};
+
+// AoS tiles by tensor copies (T::kTensorCopy): lane 0 of the warp issues the
+// key and value boxes of a tile (x: the part's first byte in its position,
+// y: the tile's first slot, z: the block); tile n completes on barrier
+// n % kStages of the warp, whose use n / kStages has parity (n / kStages) & 1.
+template <class T>
+class FastTensorLoader {
+  static_assert(T::kTensorCopy, "FastTensorLoader stages tensor-copy tiles");
+  static constexpr int kWarpStep = T::kWarps * T::kTile;
+  static constexpr int kPartBytes = T::kTile * T::kBoxBytes;
+
+ public:
+  // `bars`: kStages barriers of this warp in shared memory (initialized here).
+  __device__ __forceinline__ FastTensorLoader(const DecodeParams& p, const CUtensorMap* map,
+                                              const std::int32_t* block_row, core::TokenRange range, int kv_head,
+                                              int warp, int lane, int my_tiles, std::uint64_t* bars)
+      : map_(map), cursor_(block_row, p.layout.block_size, range.begin + warp * T::kTile, my_tiles),
+        bars_(bars), leader_(lane == 0) {
+    const core::BlockLayout l = T::layout(p.layout);
+    key_x_ = static_cast<int>(l.head_key_offset(kv_head));
+    value_x_ = static_cast<int>(l.head_value_offset(kv_head));
+    if (leader_) {
+#pragma unroll
+      for (int s = 0; s < T::kStages; ++s) barrier_init(bars_ + s, 1);
+      barrier_init_fence();
+    }
+    __syncwarp();
+  }
+
+  __device__ __forceinline__ void issue(std::uint8_t* dst) {
+    if (leader_) {
+      std::uint64_t* bar = bars_ + cursor_.issued % T::kStages;
+      barrier_arrive_expect_bytes(bar, 2 * kPartBytes);
+      tensor_copy_3d(dst, map_, key_x_, cursor_.slot, cursor_.block, bar);
+      tensor_copy_3d(dst + kPartBytes, map_, value_x_, cursor_.slot, cursor_.block, bar);
+    }
+    cursor_.advance(kWarpStep);
+  }
+  __device__ __forceinline__ void commit() {}
+  __device__ __forceinline__ void wait() {
+    barrier_wait(bars_ + waited_ % T::kStages, (waited_ / T::kStages) & 1);
+    ++waited_;
+  }
+  __device__ __forceinline__ void drain() {}  // every issued tile was waited for
+
+ private:
+  const CUtensorMap* map_;
+  FastTileCursor cursor_;
+  std::uint64_t* bars_;
+  bool leader_;
+  int key_x_ = 0, value_x_ = 0;
+  int waited_ = 0;
 };
 
 }  // namespace turboquant::cuda::detail

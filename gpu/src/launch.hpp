@@ -5,6 +5,7 @@
 // (dispatch.hpp). Arguments were checked by the *_can_implement functions.
 #pragma once
 
+#include <cuda.h>  // CUtensorMap (a plain 128-byte struct; the driver is reached through the runtime)
 #include <cuda_runtime.h>
 
 #include "dispatch.hpp"
@@ -23,12 +24,14 @@ Status launch_strict_decode_dim(const DecodeParams& p, cudaStream_t stream) {
   return dispatch_layout(p.layout.format.layout,
                          [&](auto l) { return launch_strict_decode_layout<D, decltype(l)::value>(p, stream); });
 }
-// Fast decode for one head_dim, both layouts and the FastBits pairs.
-template <int D>
-Status launch_fast_decode_dim(const DecodeParams& p, cudaStream_t stream);
+// Fast decode for one head_dim, both layouts and the FastBits pairs
+// (kTensorCopy: the AoS instances of p.aos_tensor_copy; the two sets are
+// separate generated files).
+template <int D, bool kTensorCopy>
+Status launch_fast_decode_dim(const DecodeParams& p, const CUtensorMap& aos_tiles, cudaStream_t stream);
 // Resident fast-decode blocks per SM of the format's instance on the current
 // device (0 if unknown or not instantiated).
-template <int D>
+template <int D, bool kTensorCopy>
 int fast_decode_occupancy_dim(const core::Format& f);
 
 // dispatch_bits over p's bits for a launcher returning the launch's
@@ -43,7 +46,8 @@ Status launch_for_bits(List bits, const DecodeParams& p, const char* what, F&& l
 
 // The decode kernel (fast or strict) for p's head_dim and bits; kUnsupported
 // for an instance the build lacks, kDeviceError for a launch error.
-Status launch_decode(const DecodeParams& p, bool fast, cudaStream_t stream);
+// aos_tiles: the tensor map of p.aos_tensor_copy (aos_tensor_map.hpp).
+Status launch_decode(const DecodeParams& p, bool fast, const CUtensorMap& aos_tiles, cudaStream_t stream);
 // The merge of the per-split partials (after either decode kernel).
 cudaError_t launch_merge(const DecodeParams& p, bool tile_aligned, cudaStream_t stream);
 
@@ -51,8 +55,11 @@ cudaError_t launch_merge(const DecodeParams& p, bool tile_aligned, cudaStream_t 
 inline bool fast_decode_supported(int head_dim, int key_bits, int value_bits) {
   return contains(HeadDims{}, head_dim) && contains(FastBits{}, key_bits, value_bits);
 }
-// Resident fast-decode blocks per SM for this format on the current device (0 if unknown).
-int fast_decode_occupancy(const core::Format& f);
+// Resident fast-decode blocks per SM for this format on the current device (0
+// if unknown); tensor_copy: of the AoS tensor-copy instance.
+int fast_decode_occupancy(const core::Format& f, bool tensor_copy);
+// Whether the current device has the Tensor Memory Accelerator (sm_90 and newer).
+bool device_has_tensor_copies();
 // Multiprocessors of the current device (cached per device; 0 on error).
 int device_sm_count();
 

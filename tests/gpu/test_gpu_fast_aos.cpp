@@ -1,8 +1,11 @@
 // The fast decode on AoS caches: every preset and head_dim, both slot phases
 // (num_kv_heads 2 and 8: heads at odd and even multiples of a 4k + 2 byte
-// slot), both FP8 flavours, must run the fast kernel (not the strict
-// fallback) and stay within relative L2 1e-3 of the golden model; AoS caches
-// whose slots of one head change their 4-byte phase take the strict kernel.
+// slot), both loaders (num_kv_heads 8 gives token strides that are multiples
+// of 16: tensor copies, aos_tensor_box.hpp; 2 the cp.async loader), both FP8
+// flavours, must run the fast kernel (not the strict fallback) and stay
+// within relative L2 1e-3 of the golden model; AoS caches whose slots of one
+// head change their 4-byte phase take the strict kernel.
+#include "aos_tensor_box.hpp"
 #include "gpu_test_support.hpp"
 
 namespace {
@@ -38,10 +41,16 @@ std::string expect_fast_matches(const DecodeProblem& p) {
   return kernel;
 }
 
+// Which loader the fast decode of this AoS cache uses.
+const char* loader_of(const DecodeProblem& p) {
+  return cuda::detail::aos_tensor_copy_fits(p.layout) ? "tensor copies" : "cp.async";
+}
+
 TEST_F(GpuFastAos, EveryPresetAndPhaseRunsFastWithinTolerance) {
   const std::uint32_t seed = 20261202;
   std::printf("seed %u\n", seed);
   unsigned index = 0;
+  int tensor_copy_runs = 0;
   for (int dims : cuda::supported_head_dims()) {
     for (Preset preset : kAllPresets) {
       for (int hk : {2, 8}) {
@@ -50,8 +59,29 @@ TEST_F(GpuFastAos, EveryPresetAndPhaseRunsFastWithinTolerance) {
         const DecodeProblem p = make_problem(preset, dims, 16, hk, group, {1, 17, 300, 2049}, seed + index++,
                                              LayoutKind::kAoS);
         SCOPED_TRACE(describe(p));
+        std::printf("  loader: %s\n", loader_of(p));
+        if (hk == 2) EXPECT_STREQ(loader_of(p), "cp.async");
+        tensor_copy_runs += cuda::detail::aos_tensor_copy_fits(p.layout);
         EXPECT_EQ(expect_fast_matches(p), "cuda:fast");
       }
+    }
+  }
+  EXPECT_GE(tensor_copy_runs, 4) << "every preset at head_dim 128 with 8 KV heads takes tensor copies";
+}
+
+// Tensor copies of tiles that start inside larger cache blocks (block_size 32
+// and 64: the box's position coordinate 16, 32, 48), of the last KV head (its
+// value box runs past the position's bytes, filled with zeros) and of many
+// blocks, with shuffled block tables.
+TEST_F(GpuFastAos, TensorCopiesInsideLargerBlocks) {
+  unsigned index = 0;
+  for (Preset preset : {Preset::k4BitNc, Preset::k3BitNc, Preset::kK8V4}) {
+    for (int block_size : {32, 64}) {
+      const DecodeProblem p =
+          make_problem(preset, 128, block_size, 8, 4, {31, 500, 3000}, 4242 + index++, LayoutKind::kAoS);
+      SCOPED_TRACE(describe(p));
+      EXPECT_STREQ(loader_of(p), "tensor copies");
+      EXPECT_EQ(expect_fast_matches(p), "cuda:fast");
     }
   }
 }

@@ -92,12 +92,15 @@ TEST_P(GpuMultiTokenGrid, BothModesGiveTheGoldenBits) {
 INSTANTIATE_TEST_SUITE_P(Grid, GpuMultiTokenGrid, ::testing::Range(0, static_cast<int>(combos().size())));
 
 // Sequences without query rows (q_len 0: idle fast blocks), a window that
-// starts inside a tile and a cache block, sinks, GQA 4 (two rows per fast block).
+// starts inside a tile and a cache block, sinks, GQA 4 (two rows per fast
+// block); AoS with 2 KV heads (the cp.async loader) and 8 (tensor copies).
 TEST(GpuMultiToken, SequencesWithoutRowsAndWindowsInsideATile) {
   TQ_REQUIRE_DEVICE();
-  for (LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
+  for (const auto [layout, kv_heads] : {std::pair{LayoutKind::kSoA, 2}, std::pair{LayoutKind::kAoS, 2},
+                                        std::pair{LayoutKind::kAoS, 8}}) {
     testing::MultiSpec spec;
     spec.base.format = preset_format(Preset::k4BitNc, 128, layout);
+    spec.base.num_kv_heads = kv_heads;
     spec.base.group = 4;
     spec.base.block_size = 32;
     spec.base.seq_lens = {50, 20, 300, 1};

@@ -89,16 +89,16 @@ __device__ __forceinline__ void fast_tiles(FastWarpState<T>& state, Loader& load
 // whose code has no masks (a register-free path: 1 us faster at 1 x 4096).
 // aos_tiles: the map of T::kTensorCopy's copies (unused otherwise), a
 // __grid_constant__ so that the copy engine reads it where the launch put it.
+// It is the first parameter: the copy engine needs it 64-byte aligned, and
+// nvcc places a later parameter only at its offset rounded to 16 (after p, a
+// first version's copies stopped with "illegal instruction" on the H200).
 template <class T, bool kRows>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
-    fast_decode_kernel(DecodeParams p, const __grid_constant__ CUtensorMap aos_tiles) {
+    fast_decode_kernel(const __grid_constant__ CUtensorMap aos_tiles, DecodeParams p) {
   constexpr int D = T::kDim;
   extern __shared__ __align__(16) std::uint8_t smem[];
   std::uint8_t* work = smem;
-  if constexpr (T::kWorkAlign > 16) {
-    const auto base = reinterpret_cast<std::uintptr_t>(smem);
-    work = smem + ((T::kWorkAlign - base % T::kWorkAlign) % T::kWorkAlign);
-  }
+  if constexpr (T::kWorkAlign > 16) work += (T::kWorkAlign - smem_addr(smem) % T::kWorkAlign) % T::kWorkAlign;
   std::uint8_t* lut = smem + T::kLutOffset;
   float* prep = reinterpret_cast<float*>(smem + T::kPrepOffset);
   __shared__ std::uint32_t centroid_half[16];

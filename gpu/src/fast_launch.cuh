@@ -20,7 +20,7 @@ cudaError_t launch_fast_instance(const DecodeParams& p, const CUtensorMap& aos_t
   if (attr != cudaSuccess) return attr;
   const auto row_blocks = fast_row_blocks(p.query_start_loc != nullptr, p.rows, p.batch, p.fast_rows_per_block);
   const dim3 grid(p.plan_splits, p.layout.num_kv_heads * p.chunks_per_kv_head, static_cast<unsigned>(row_blocks));
-  fast_decode_kernel<T, kRows><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p, aos_tiles);
+  fast_decode_kernel<T, kRows><<<grid, T::kThreads, T::kSmemBytes, stream>>>(aos_tiles, p);
   return cudaGetLastError();
 }
 

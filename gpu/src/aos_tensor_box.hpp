@@ -1,15 +1,16 @@
 // The fast decode's tensor copies of AoS tiles (FastTensorLoader,
-// fast_loader.cuh). vLLM's AoS slots are only 2-byte aligned, so 16-byte
-// cp.async copies land them at a different phase of their staged row for
-// every other KV head, and the stage reader pays word loads and funnel shifts
-// for it. The Tensor Memory Accelerator copies a box that starts at any byte:
-// a tile (16 slots of one KV head) arrives as two boxes of kTileTokens rows of
-// aos_box_bytes(f) bytes each, the key part (codes, fp16 norm) and the value
-// part (codes, scale, zero), every part at the start of its row. The cache is
+// fast_loader.cuh). A tile (16 slots of one KV head) is one box of the Tensor
+// Memory Accelerator: 16 rows of aos_row_bytes(f) bytes that start at the
+// 16-byte unit holding the slot's first byte, the same rows the cp.async
+// loader fills (the slot at its address mod 16 in its row), issued by one
+// lane instead of every lane's share of 16-byte copies. The cache is
 // described to it as bytes x positions x blocks (strides token_stride() and
-// block_bytes(), which must be multiples of 16); a box may read past its part
-// into the neighbouring slot (or past the position's last byte, filled with
-// zeros): those bytes are never read from the stage.
+// block_bytes(), which must be multiples of 16). A box's start in its
+// innermost dimension must be 16-byte aligned as well: on the H200 a box at
+// byte 100 of a position stopped the kernel with "illegal instruction"
+// (docs/PERFORMANCE.md round 12), so a box cannot start at a slot's own first
+// byte. A box may read past the slot into the neighbouring one (or past the
+// position's last byte, filled with zeros): those bytes are never read.
 #pragma once
 
 #include <cstdint>
@@ -26,20 +27,25 @@ TQ_HD constexpr int padded_row_bytes(int bytes) {
   while (r % 64 != 16 && r % 64 != 48) r += 16;
   return r;
 }
-
-// Row bytes of both boxes: the larger part of the slot, padded as above.
-TQ_HD constexpr int aos_box_bytes(const core::Format& f) {
-  const int key_part = f.value_record_offset();
-  const int value_part = f.slot_bytes() - key_part;
-  return padded_row_bytes(key_part > value_part ? key_part : value_part);
+// AoS rows are read with 4-byte loads of interleaved words (lane c: words c,
+// c + 4, ...): a row stride of an odd number of 16-byte units puts the words
+// of the 32 lanes (8 rows x 4 words, or 4 rows x 8 words) on 32 banks.
+TQ_HD constexpr int padded_aos_row_bytes(int bytes) {
+  int r = (bytes + 15) / 16 * 16;
+  while (r % 32 != 16) r += 16;
+  return r;
 }
+// The 16-byte units a 2-byte aligned AoS slot covers at most.
+TQ_HD constexpr int aos_span_units(const core::Format& f) { return (f.record_bytes() + 14 + 15) / 16; }
+// Bytes of a staged AoS row (both loaders) and of a box's row.
+TQ_HD constexpr int aos_row_bytes(const core::Format& f) { return padded_aos_row_bytes(16 * aos_span_units(f)); }
 inline constexpr int kMaxBoxBytes = 256;  // the Tensor Memory Accelerator's box limit per dimension
 
 // Whether the fast decode of this AoS layout takes tensor copies (else the
-// cp.async loader): a row of kTileTokens x 2 boxes fits, and the strides are
-// multiples of 16 (num_kv_heads x slot bytes; e.g. 8 heads of 134-byte slots).
+// cp.async loader): a row fits in a box, and the strides are multiples of 16
+// (num_kv_heads x slot bytes; e.g. 8 heads of 134-byte slots).
 TQ_HD constexpr bool aos_tensor_copy_fits(const core::BlockLayout& l) {
-  return l.aos() && aos_box_bytes(l.format) <= kMaxBoxBytes && l.token_stride() % 16 == 0 &&
+  return l.aos() && aos_row_bytes(l.format) <= kMaxBoxBytes && l.token_stride() % 16 == 0 &&
          l.token_stride() <= (std::int64_t{1} << 32);
 }
 

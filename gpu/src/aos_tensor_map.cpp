@@ -47,7 +47,7 @@ bool encode_aos_tensor_map(const core::BlockLayout& l, const void* cache, std::i
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(l.token_stride()), static_cast<cuuint64_t>(l.block_size),
                               static_cast<cuuint64_t>(num_blocks)};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(l.token_stride()), static_cast<cuuint64_t>(l.block_bytes())};
-  const cuuint32_t box[3] = {static_cast<cuuint32_t>(aos_box_bytes(l.format)), core::kTileTokens, 1};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(aos_row_bytes(l.format)), core::kTileTokens, 1};
   const cuuint32_t element_strides[3] = {1, 1, 1};
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(cache), dims, strides, box, element_strides,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,

@@ -12,7 +12,7 @@
 namespace turboquant::cuda::detail {
 
 // The map of `cache` (num_blocks blocks of layout l, aos_tensor_copy_fits(l),
-// 16-byte aligned) for boxes of aos_box_bytes x 16 positions x 1 block; false
+// 16-byte aligned) for boxes of aos_row_bytes x 16 positions x 1 block; false
 // when the driver offers no encoder or refuses (the caller then keeps the
 // cp.async loader).
 bool encode_aos_tensor_map(const core::BlockLayout& l, const void* cache, std::int64_t num_blocks, CUtensorMap* map);

@@ -38,9 +38,9 @@
 // the 16-byte units covering each slot, the stage reader (fast_stage.cuh)
 // takes 4-byte words at the slot's phase, 4-bit / FP8 keys and 4-bit values
 // dealt out to lanes in interleaved words (the query and the output use the
-// same dim permutation), or, where the strides allow (aos_tensor_box.hpp),
-// tensor copies land each slot's key and value parts at the start of aligned
-// rows, read as SoA's records; the _nc presets' per-token norm correction needs
+// same dim permutation; where the strides allow, one lane fills the same rows
+// by a tensor copy, aos_tensor_box.hpp), and the _nc presets' per-token norm
+// correction needs
 // each key's squared centroid norm: two more mma per k-step (the Gram blocks
 // of the tile, whose diagonals are those norms), then core::decoded_key_norm
 // once per lane.
@@ -155,10 +155,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
 
   FastWarpState<T> state;
   state.init();
-  if constexpr (T::kTensorCopy) {
-    const AosTensorStage<T> stage(g, c, p.layout.format.norm_corrected_at_decode(), p.fast_gram_unscale);
-    fast_tiles<T, kRows>(state, loader, in, stage, stages, issue_stage, range, warp, my_tiles, g, c);
-  } else if constexpr (T::kAos) {
+  if constexpr (T::kAos) {
     // Every slot of the head has the phase of its first (the host sends token
     // strides that are not a multiple of 4 to the strict kernel).
     const core::BlockLayout l = T::layout(p.layout);
@@ -171,7 +168,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
       fast_tiles<T, kRows>(state, loader, in, stage, stages, issue_stage, range, warp, my_tiles, g, c);
     }
   } else {
-    fast_tiles<T, kRows>(state, loader, in, SoaStage<T>{{g, c}}, stages, issue_stage, range, warp, my_tiles, g, c);
+    fast_tiles<T, kRows>(state, loader, in, SoaStage<T>{g, c}, stages, issue_stage, range, warp, my_tiles, g, c);
   }
   loader.drain();
   fast_write_partial<T>(p, state, FastPartialTarget{split, cols.count}, column_row, work, warp_max, warp_sum, tid);

@@ -13,8 +13,8 @@
 //        per instruction (each touching one or two 128-byte lines) k8v4 ran
 //        1.44x SoA's time at 16 x 32768, with whole spans 1.08x (H200).
 // FastTensorLoader, for AoS layouts with aos_tensor_copy_fits: one lane issues
-// the tile's two tensor copies (aos_tensor_box.hpp), which complete on the
-// stage's barrier; every part lands 16-byte aligned at the start of its row.
+// the tile's tensor copy (aos_tensor_box.hpp) into the rows the cp.async
+// loader would fill; it completes on the stage's barrier.
 // Both loaders have the same protocol: issue(stage) per tile in tile order,
 // commit() after each issue slot, wait() before reading the oldest tile,
 // drain() at the end.
@@ -183,14 +183,13 @@ class FastTileLoader {
 };
 
 // AoS tiles by tensor copies (T::kTensorCopy): lane 0 of the warp issues the
-// key and value boxes of a tile (x: the part's first byte in its position,
-// y: the tile's first slot, z: the block); tile n completes on barrier
-// n % kStages of the warp, whose use n / kStages has parity (n / kStages) & 1.
+// box of a tile (x: the 16-byte unit of the head's slot in its position, y:
+// the tile's first slot, z: the block); tile n completes on barrier n %
+// kStages of the warp, whose use n / kStages has parity (n / kStages) & 1.
 template <class T>
 class FastTensorLoader {
   static_assert(T::kTensorCopy, "FastTensorLoader stages tensor-copy tiles");
   static constexpr int kWarpStep = T::kWarps * T::kTile;
-  static constexpr int kPartBytes = T::kTile * T::kBoxBytes;
 
  public:
   // `bars`: kStages barriers of this warp in shared memory (initialized here).
@@ -199,9 +198,7 @@ class FastTensorLoader {
                                               int warp, int lane, int my_tiles, std::uint64_t* bars)
       : map_(map), cursor_(block_row, p.layout.block_size, range.begin + warp * T::kTile, my_tiles),
         bars_(bars), leader_(lane == 0) {
-    const core::BlockLayout l = T::layout(p.layout);
-    key_x_ = static_cast<int>(l.head_key_offset(kv_head));
-    value_x_ = static_cast<int>(l.head_value_offset(kv_head));
+    box_x_ = aos_slot_offset(T::layout(p.layout), kv_head, 0) & ~15;
     if (leader_) {
 #pragma unroll
       for (int s = 0; s < T::kStages; ++s) barrier_init(bars_ + s, 1);
@@ -213,9 +210,8 @@ class FastTensorLoader {
   __device__ __forceinline__ void issue(std::uint8_t* dst) {
     if (leader_) {
       std::uint64_t* bar = bars_ + cursor_.issued % T::kStages;
-      barrier_arrive_expect_bytes(bar, 2 * kPartBytes);
-      tensor_copy_3d(dst, map_, key_x_, cursor_.slot, cursor_.block, bar);
-      tensor_copy_3d(dst + kPartBytes, map_, value_x_, cursor_.slot, cursor_.block, bar);
+      barrier_arrive_expect_bytes(bar, T::kStageBytes);
+      tensor_copy_3d(dst, map_, box_x_, cursor_.slot, cursor_.block, bar);
     }
     cursor_.advance(kWarpStep);
   }
@@ -231,7 +227,7 @@ class FastTensorLoader {
   FastTileCursor cursor_;
   std::uint64_t* bars_;
   bool leader_;
-  int key_x_ = 0, value_x_ = 0;
+  int box_x_ = 0;
   int waited_ = 0;
 };
 

@@ -17,10 +17,6 @@
 //                 directions exactly unit: on the sharp vLLM case a05, rel L2
 //                 1.08e-3 against 1.17e-3 with the fp32 centroids' squares
 //                 (measured on the H200, before the centroid scale).
-//   AosTensorStage  tensor-copied AoS tiles (T::kTensorCopy): key and value
-//                 parts at the start of aligned rows, read as SoaStage reads
-//                 its records (wide loads), metadata from the parts, the norm
-//                 corrected as AosStage does.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -33,11 +29,8 @@
 
 namespace turboquant::cuda::detail {
 
-// The codes of stages whose records start 16-byte aligned rows (SoA, and AoS
-// by tensor copies): key chunk c of tokens g, g + 8 and value chunk g of
-// tokens 2c, 2c + 1, 2c + 8, 2c + 9, one wide load each.
 template <class T>
-struct AlignedRowCodes {
+struct SoaStage {
   int g, c;
 
   __device__ __forceinline__ void load_keys(const std::uint8_t* st, std::uint32_t (&kw)[2][T::kKeyWords]) const {
@@ -45,17 +38,12 @@ struct AlignedRowCodes {
     load_chunk<T::kKeyChunk, T::kKeyAlign>(st + (g + 8) * T::kRowBytes + c * T::kKeyChunk, kw[1]);
   }
   __device__ __forceinline__ void load_values(const std::uint8_t* st, std::uint32_t (&vw)[4][T::kValueWords]) const {
-    const std::uint8_t* vbase = st + T::kValueStageOffset + g * T::kValueChunk;
+    const std::uint8_t* vbase = st + T::kKeyBytes + g * T::kValueChunk;
     load_chunk<T::kValueChunk, T::kValueAlign>(vbase + (2 * c) * T::kRowBytes, vw[0]);
     load_chunk<T::kValueChunk, T::kValueAlign>(vbase + (2 * c + 1) * T::kRowBytes, vw[1]);
     load_chunk<T::kValueChunk, T::kValueAlign>(vbase + (2 * c + 8) * T::kRowBytes, vw[2]);
     load_chunk<T::kValueChunk, T::kValueAlign>(vbase + (2 * c + 9) * T::kRowBytes, vw[3]);
   }
-};
-
-template <class T>
-struct SoaStage : AlignedRowCodes<T> {
-  using AlignedRowCodes<T>::g;
   // The tile's metadata in the stage: field i's value of token t at meta[i * kTile + t].
   __device__ __forceinline__ const __half* meta(const std::uint8_t* st) const {
     return reinterpret_cast<const __half*>(st + T::kTile * T::kRowBytes);
@@ -78,60 +66,6 @@ struct SoaStage : AlignedRowCodes<T> {
     n0 = __half2float(m[kNorm + g]);
     n1 = __half2float(m[kNorm + g + 8]);
   }
-};
-
-// The AoS norm correction of the fast decode (both AoS readers). glo / ghi:
-// the tile step's Gram fragments K K[0:8]^T and K K[8:16]^T; the squared
-// centroid norm of token g is glo's diagonal entry (g, g), of token g + 8
-// ghi's (g + 8, g), both held by lane (g, g / 2). Lanes c = 0, 2 finish token
-// g, lanes c = 1, 3 token g + 8 (one correction per lane): `stored` is the
-// stored norm of the lane's token (aos_norm_token). n0 / n1: the norms of
-// tokens g and g + 8 (`gram_unscale`: 1 / the pair table's centroid scale squared).
-__device__ __forceinline__ int aos_norm_token(int g, int c) { return (c & 1) ? g + 8 : g; }
-__device__ __forceinline__ void aos_corrected_norms(float stored, const float (&glo)[4], const float (&ghi)[4], int g,
-                                                    int c, bool correct, float gram_unscale, float& n0, float& n1) {
-  constexpr unsigned kAll = 0xffffffffu;
-  const int diag = 4 * g + g / 2;
-  const float sum_lo = __shfl_sync(kAll, (g & 1) ? glo[1] : glo[0], diag);
-  const float sum_hi = __shfl_sync(kAll, (g & 1) ? ghi[3] : ghi[2], diag);
-  const float mine = core::decoded_key_norm(stored, ((c & 1) ? sum_hi : sum_lo) * gram_unscale, correct);
-  n0 = __shfl_sync(kAll, mine, 4 * g);
-  n1 = __shfl_sync(kAll, mine, 4 * g + 1);
-}
-
-__device__ __forceinline__ float stage_half(const std::uint8_t* st, int off) {
-  return __half2float(*reinterpret_cast<const __half*>(st + off));
-}
-
-template <class T>
-class AosTensorStage : public AlignedRowCodes<T> {
-  using AlignedRowCodes<T>::g;
-  using AlignedRowCodes<T>::c;
-
- public:
-  __device__ __forceinline__ AosTensorStage(int g_, int c_, bool correct, float gram_unscale)
-      : AlignedRowCodes<T>{g_, c_}, correct_(correct), gram_unscale_(gram_unscale) {}
-
-  __device__ __forceinline__ void value_meta(const std::uint8_t* st, float& scale0, float& scale1, float& zero0,
-                                             float& zero1) const {
-    // In the value part: the codes, then scale and zero.
-    constexpr int kScale = T::kValueStageOffset + T::aos_field_offset(core::MetaField::kValueScale) - T::kValueOffset;
-    constexpr int kZero = T::kValueStageOffset + T::aos_field_offset(core::MetaField::kValueZero) - T::kValueOffset;
-    scale0 = stage_half(st, g * T::kRowBytes + kScale);
-    scale1 = stage_half(st, (g + 8) * T::kRowBytes + kScale);
-    zero0 = stage_half(st, g * T::kRowBytes + kZero);
-    zero1 = stage_half(st, (g + 8) * T::kRowBytes + kZero);
-  }
-  __device__ __forceinline__ void key_norms(const std::uint8_t* st, const float (&glo)[4], const float (&ghi)[4],
-                                            float& n0, float& n1) const {
-    constexpr int kNorm = T::aos_field_offset(core::MetaField::kKeyNorm);  // in the key part
-    const float stored = stage_half(st, aos_norm_token(g, c) * T::kRowBytes + kNorm);
-    aos_corrected_norms(stored, glo, ghi, g, c, correct_, gram_unscale_, n0, n1);
-  }
-
- private:
-  bool correct_;
-  float gram_unscale_;
 };
 
 // Words of codes from the stage: W little-endian words of the code bytes that
@@ -199,20 +133,33 @@ class AosStage {
                                              float& zero1) const {
     constexpr int kScale = T::aos_field_offset(core::MetaField::kValueScale);
     constexpr int kZero = T::aos_field_offset(core::MetaField::kValueZero);
-    scale0 = stage_half(st, slot_g_ + kScale);
-    scale1 = stage_half(st, slot_g_ + 8 * T::kRowBytes + kScale);
-    zero0 = stage_half(st, slot_g_ + kZero);
-    zero1 = stage_half(st, slot_g_ + 8 * T::kRowBytes + kZero);
+    scale0 = half_at(st, slot_g_ + kScale);
+    scale1 = half_at(st, slot_g_ + 8 * T::kRowBytes + kScale);
+    zero0 = half_at(st, slot_g_ + kZero);
+    zero1 = half_at(st, slot_g_ + 8 * T::kRowBytes + kZero);
   }
-  // The norms from the Gram fragments (aos_corrected_norms).
+  // glo / ghi: the tile step's Gram fragments K K[0:8]^T and K K[8:16]^T; the
+  // squared centroid norm of token g is glo's diagonal entry (g, g), of token
+  // g + 8 ghi's (g + 8, g), both held by lane (g, g / 2). Lanes c = 0, 2
+  // finish token g, lanes c = 1, 3 token g + 8 (one correction per lane).
   __device__ __forceinline__ void key_norms(const std::uint8_t* st, const float (&glo)[4], const float (&ghi)[4],
                                             float& n0, float& n1) const {
+    constexpr unsigned kAll = 0xffffffffu;
+    const int diag = 4 * g_ + g_ / 2;
+    const float sum_lo = __shfl_sync(kAll, (g_ & 1) ? glo[1] : glo[0], diag);
+    const float sum_hi = __shfl_sync(kAll, (g_ & 1) ? ghi[3] : ghi[2], diag);
+    const bool upper = c_ & 1;
     constexpr int kNorm = T::aos_field_offset(core::MetaField::kKeyNorm);
-    const float stored = stage_half(st, slot_g_ + ((c_ & 1) ? 8 * T::kRowBytes : 0) + kNorm);
-    aos_corrected_norms(stored, glo, ghi, g_, c_, correct_, gram_unscale_, n0, n1);
+    const float stored = half_at(st, slot_g_ + (upper ? 8 * T::kRowBytes : 0) + kNorm);
+    const float mine = core::decoded_key_norm(stored, (upper ? sum_hi : sum_lo) * gram_unscale_, correct_);
+    n0 = __shfl_sync(kAll, mine, 4 * g_);
+    n1 = __shfl_sync(kAll, mine, 4 * g_ + 1);
   }
 
  private:
+  static __device__ __forceinline__ float half_at(const std::uint8_t* st, int off) {
+    return __half2float(*reinterpret_cast<const __half*>(st + off));
+  }
   // Rows 2c, 2c + 1, 2c + 8, 2c + 9 at byte `off` of their slots.
   template <int kStride, int kWordPhase>
   __device__ __forceinline__ void load_value_rows(const std::uint8_t* st, int off,

@@ -15,17 +15,8 @@ namespace turboquant::cuda::detail {
 constexpr int gcd_int(int a, int b) { return b == 0 ? a : gcd_int(b, a % b); }
 constexpr int max_int(int a, int b) { return a > b ? a : b; }
 constexpr int log2_int(int a) { return a <= 1 ? 0 : 1 + log2_int(a / 2); }
-// AoS rows are read with 4-byte loads of interleaved words (lane c: words c,
-// c + 4, ...): a row stride of an odd number of 16-byte units puts the words
-// of the 32 lanes (8 rows x 4 words, or 4 rows x 8 words) on 32 banks.
-constexpr int padded_aos_row_bytes(int bytes) {
-  int r = (bytes + 15) / 16 * 16;
-  while (r % 32 != 16) r += 16;
-  return r;
-}
-
-// TC: AoS tiles arrive by tensor copies (aos_tensor_box.hpp), each slot's key
-// and value parts at the start of their staged rows.
+// TC: AoS tiles arrive by tensor copies (aos_tensor_box.hpp) into the same
+// stage rows as the cp.async loader's.
 template <int D, int KB, int VB, core::LayoutKind L = core::LayoutKind::kSoA,
           core::Fp8Format F8 = core::Fp8Format::kE4m3, bool TC = false>
 struct FastTraits {
@@ -67,26 +58,21 @@ struct FastTraits {
 
   // Stage layout. SoA: kTile record rows of kRowBytes, then the tile's
   // metadata, field i (stored order) as kTile fp16 values at kTile * kRowBytes
-  // + 32 i. AoS: kTile rows of kRowBytes, row r holding the 16-byte units
-  // that cover slot r (the slot starts at the slot address mod 16 in its row).
-  // AoS by tensor copies: kTile rows of the key parts (codes, norm), then kTile
-  // rows of the value parts (codes, scale, zero), both aos_box_bytes apart.
-  static constexpr int kAosSpanUnits = (kRecordBytes + 14 + 15) / 16;  // a 2-byte aligned slot covers at most this many
-  static constexpr int kBoxBytes = aos_box_bytes(kFormat);
-  static constexpr int kRowBytes = TC ? kBoxBytes
-                                      : (kAos ? padded_aos_row_bytes(16 * kAosSpanUnits) : padded_row_bytes(kRecordBytes));
+  // + 32 i. AoS (either loader): kTile rows of kRowBytes, row r holding the
+  // 16-byte units that cover slot r (the slot starts at the slot address mod
+  // 16 in its row).
+  static constexpr int kAosSpanUnits = aos_span_units(kFormat);
+  static constexpr int kRowBytes = kAos ? aos_row_bytes(kFormat) : padded_row_bytes(kRecordBytes);
   static constexpr int kMetaStageBytes = kTile * 2;  // SoA: one field of a tile
-  static constexpr int kStageBytes = TC ? 2 * kTile * kBoxBytes : kTile * kRowBytes + (kAos ? 0 : kMetaFields * kMetaStageBytes);
-  // Where the value codes of row 0 start in a stage (row r: + r * kRowBytes).
-  static constexpr int kValueStageOffset = TC ? kTile * kBoxBytes : kKeyBytes;
-  static constexpr bool kTensorCopyFits = kAos && kBoxBytes <= kMaxBoxBytes;
+  static constexpr int kStageBytes = kTile * kRowBytes + (kAos ? 0 : kMetaFields * kMetaStageBytes);
+  static constexpr bool kTensorCopyFits = kAos && kRowBytes <= kMaxBoxBytes;
   static constexpr int kCopyUnit = gcd_int(kRecordBytes, 16);
   static constexpr int kKeyChunk = kKeyBytes / 4;    // bytes per lane (D/4 dims)
   static constexpr int kValueChunk = kValueBytes / 8;  // bytes per lane (D/8 dims)
   static constexpr int kKeyWords = (kKeyChunk + 3) / 4;
   static constexpr int kValueWords = (kValueChunk + 3) / 4;
   static constexpr int kKeyAlign = gcd_int(kKeyChunk, 16);
-  static constexpr int kValueAlign = gcd_int(gcd_int(kValueStageOffset, kValueChunk), 16);
+  static constexpr int kValueAlign = gcd_int(gcd_int(kKeyBytes, kValueChunk), 16);
 
   // Which dims a lane holds. SoA: key lane c the contiguous dims [c D/4,
   // (c+1) D/4), value lane g [g D/8, (g+1) D/8) (one wide load each). AoS
@@ -94,9 +80,8 @@ struct FastTraits {
   // values are dealt out in words (key lane c: words c, c + 4, ...; value lane
   // g: words g, g + 8, ...), which spreads a load's lanes over the banks; 3-bit
   // codes keep contiguous chunks (their groups of 8 codes span 3 bytes).
-  // Tensor copies stage AoS slots as SoA's records, aligned: contiguous chunks.
-  static constexpr bool kKeyWordsInterleaved = kAos && !TC && KB != 3;
-  static constexpr bool kValueWordsInterleaved = kAos && !TC && VB == 4;
+  static constexpr bool kKeyWordsInterleaved = kAos && KB != 3;
+  static constexpr bool kValueWordsInterleaved = kAos && VB == 4;
   static constexpr int kKeyUnitDims = kKeyWordsInterleaved ? 32 / KB : D / 4;  // dims of a key unit (word or chunk)
   static constexpr int kValueUnitDims = kValueWordsInterleaved ? 32 / VB : D / 8;
   // Dim of local key dim j of lane c (the query's B fragments use the same map).
@@ -123,7 +108,7 @@ struct FastTraits {
   static constexpr int kLutBytes = kLutEntries * kLutCopies * 4;
   static constexpr int kPipeBytes = kWarps * kStages * kStageBytes;
   // Tensor copies write 128-byte aligned stages: the kernel rounds the work
-  // region's start up (stages are multiples of 256 bytes).
+  // region's start up (stages are multiples of 256 bytes: 16 rows of 16k bytes).
   static constexpr int kWorkAlign = TC ? 128 : 16;
   static constexpr int kPrepBytes = 2 * kHeads * D * 4;  // prepared query + dense-rotation scratch
   // The final combine: each warp's accumulator fragments as float4 per (m-tile,
@@ -134,7 +119,7 @@ struct FastTraits {
   static constexpr int kPrepOffset = kWorkBytes + kLutBytes;
   static constexpr int kSmemBytes = kWorkBytes + kLutBytes + kPrepBytes;
   static_assert(kAos || kRecordBytes % 4 == 0, "SoA records must allow 4-byte copies");
-  static_assert(!TC || (kTensorCopyFits && kStageBytes % 256 == 0), "tensor-copy stages");
+  static_assert(!TC || (kTensorCopyFits && kStageBytes % 128 == 0), "tensor-copy stages");
   static_assert(D % 64 == 0, "D/4 dims per lane must hold whole 3-bit groups and whole words");
   static_assert(!kKeyWordsInterleaved || kKeyChunk % 4 == 0, "interleaved key words");
   static_assert(!kValueWordsInterleaved || kValueChunk % 4 == 0, "interleaved value words");

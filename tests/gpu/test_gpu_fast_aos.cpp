@@ -71,7 +71,7 @@ TEST_F(GpuFastAos, EveryPresetAndPhaseRunsFastWithinTolerance) {
 
 // Tensor copies of tiles that start inside larger cache blocks (block_size 32
 // and 64: the box's position coordinate 16, 32, 48), of the last KV head (its
-// value box runs past the position's bytes, filled with zeros) and of many
+// box runs past the position's bytes, filled with zeros) and of many
 // blocks, with shuffled block tables.
 TEST_F(GpuFastAos, TensorCopiesInsideLargerBlocks) {
   unsigned index = 0;

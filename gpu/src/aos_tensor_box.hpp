@@ -41,11 +41,18 @@ TQ_HD constexpr int aos_span_units(const core::Format& f) { return (f.record_byt
 TQ_HD constexpr int aos_row_bytes(const core::Format& f) { return padded_aos_row_bytes(16 * aos_span_units(f)); }
 inline constexpr int kMaxBoxBytes = 256;  // the Tensor Memory Accelerator's box limit per dimension
 
-// Whether the fast decode of this AoS layout takes tensor copies (else the
-// cp.async loader): a row fits in a box, and the strides are multiples of 16
-// (num_kv_heads x slot bytes; e.g. 8 heads of 134-byte slots).
+// Whether the fast decode of this AoS format takes tensor copies where the
+// strides allow: Lloyd-Max keys whose row fits in a box. FP8 keys keep the
+// cp.async loader: with tensor copies k8v4 ran 1.14x its time at 16 x 32768
+// (H200, round 12; its 240-byte box rows read 2 units past a 196-byte slot's
+// span, and it is the preset closest to the copy ceiling), 4bit_nc 0.93x.
+TQ_HD constexpr bool aos_tensor_copy_format(const core::Format& f) {
+  return f.aos() && !f.fp8_keys() && aos_row_bytes(f) <= kMaxBoxBytes;
+}
+// ... and the strides of this layout are multiples of 16 (num_kv_heads x slot
+// bytes; e.g. 8 heads of 134-byte slots).
 TQ_HD constexpr bool aos_tensor_copy_fits(const core::BlockLayout& l) {
-  return l.aos() && aos_row_bytes(l.format) <= kMaxBoxBytes && l.token_stride() % 16 == 0 &&
+  return aos_tensor_copy_format(l.format) && l.token_stride() % 16 == 0 &&
          l.token_stride() <= (std::int64_t{1} << 32);
 }
 

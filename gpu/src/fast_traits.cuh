@@ -65,7 +65,7 @@ struct FastTraits {
   static constexpr int kRowBytes = kAos ? aos_row_bytes(kFormat) : padded_row_bytes(kRecordBytes);
   static constexpr int kMetaStageBytes = kTile * 2;  // SoA: one field of a tile
   static constexpr int kStageBytes = kTile * kRowBytes + (kAos ? 0 : kMetaFields * kMetaStageBytes);
-  static constexpr bool kTensorCopyFits = kAos && kRowBytes <= kMaxBoxBytes;
+  static constexpr bool kTensorCopyFits = aos_tensor_copy_format(kFormat);
   static constexpr int kCopyUnit = gcd_int(kRecordBytes, 16);
   static constexpr int kKeyChunk = kKeyBytes / 4;    // bytes per lane (D/4 dims)
   static constexpr int kValueChunk = kValueBytes / 8;  // bytes per lane (D/8 dims)

@@ -1,7 +1,8 @@
 // The fast decode on AoS caches: every preset and head_dim, both slot phases
 // (num_kv_heads 2 and 8: heads at odd and even multiples of a 4k + 2 byte
 // slot), both loaders (num_kv_heads 8 gives token strides that are multiples
-// of 16: tensor copies, aos_tensor_box.hpp; 2 the cp.async loader), both FP8
+// of 16: tensor copies for Lloyd-Max keys, aos_tensor_box.hpp; 2 the cp.async
+// loader), both FP8
 // flavours, must run the fast kernel (not the strict fallback) and stay
 // within relative L2 1e-3 of the golden model; AoS caches whose slots of one
 // head change their 4-byte phase take the strict kernel.
@@ -60,13 +61,15 @@ TEST_F(GpuFastAos, EveryPresetAndPhaseRunsFastWithinTolerance) {
                                              LayoutKind::kAoS);
         SCOPED_TRACE(describe(p));
         std::printf("  loader: %s\n", loader_of(p));
-        if (hk == 2) EXPECT_STREQ(loader_of(p), "cp.async");
+        // 8 KV heads at head_dim 128: tensor copies for Lloyd-Max keys (FP8 keys keep cp.async).
+        const bool tensor = hk == 8 && dims == 128 && preset != Preset::kK8V4;
+        if (hk == 2 || (hk == 8 && dims == 128)) EXPECT_STREQ(loader_of(p), tensor ? "tensor copies" : "cp.async");
         tensor_copy_runs += cuda::detail::aos_tensor_copy_fits(p.layout);
         EXPECT_EQ(expect_fast_matches(p), "cuda:fast");
       }
     }
   }
-  EXPECT_GE(tensor_copy_runs, 4) << "every preset at head_dim 128 with 8 KV heads takes tensor copies";
+  EXPECT_GE(tensor_copy_runs, 3);
 }
 
 // Tensor copies of tiles that start inside larger cache blocks (block_size 32
@@ -75,7 +78,7 @@ TEST_F(GpuFastAos, EveryPresetAndPhaseRunsFastWithinTolerance) {
 // blocks, with shuffled block tables.
 TEST_F(GpuFastAos, TensorCopiesInsideLargerBlocks) {
   unsigned index = 0;
-  for (Preset preset : {Preset::k4BitNc, Preset::k3BitNc, Preset::kK8V4}) {
+  for (Preset preset : {Preset::k4BitNc, Preset::k3BitNc, Preset::kK3V4Nc}) {
     for (int block_size : {32, 64}) {
       const DecodeProblem p =
           make_problem(preset, 128, block_size, 8, 4, {31, 500, 3000}, 4242 + index++, LayoutKind::kAoS);

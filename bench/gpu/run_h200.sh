@@ -14,8 +14,8 @@
 #   compare   bench_gpu of $TQ_BASELINE_BENCH (a binary of an earlier commit, carried)
 #             and of this tree, interleaved TQ_COMPARE_ROUNDS times (default 3), then
 #             bench/gpu/compare_bench.py (exit 1 if a ratio exceeds 1.02)
-#   aosloader bench_gpu --mode fast --layout both (TQ_AOS_SHAPES, default 1x4096,32x8192,16x32768)
-#             with the AoS tensor copies (the default) and with TQ_FAST_AOS_LOADER=cp.async,
+#   loader    bench_gpu --mode fast --layout both (TQ_LOADER_SHAPES, default 1x4096,32x8192,16x32768)
+#             with tensor copies (the default) and with TQ_FAST_LOADER=cp.async,
 #             interleaved TQ_COMPARE_ROUNDS times (default 3)
 #   TQ_TEST_FILTER   gtest filter of the test step (default: all of test_gpu)
 #   TQ_CPU_BENCH_FILTER  bench_cpu filter of the cpu step (default decode-multi/.*/t2/)
@@ -78,14 +78,14 @@ compare() {
   done
   python3 bench/gpu/compare_bench.py --baseline "$OUT"/compare-baseline-*.csv --current "$OUT"/compare-current-*.csv
 }
-aosloader() {
-  local rounds=${TQ_COMPARE_ROUNDS:-3} i args=(--mode fast --layout both --shape "${TQ_AOS_SHAPES:-1x4096,32x8192,16x32768}")
+loader() {
+  local rounds=${TQ_COMPARE_ROUNDS:-3} i args=(--mode fast --layout both --shape "${TQ_LOADER_SHAPES:-1x4096,32x8192,16x32768}")
   for ((i = 1; i <= rounds; ++i)); do
-    $B/bench/gpu/bench_gpu "${args[@]}" --csv "$OUT/aos-tensor-$i.csv" || return 1
-    TQ_FAST_AOS_LOADER=cp.async $B/bench/gpu/bench_gpu "${args[@]}" --csv "$OUT/aos-cpasync-$i.csv" || return 1
+    $B/bench/gpu/bench_gpu "${args[@]}" --csv "$OUT/loader-tensor-$i.csv" || return 1
+    TQ_FAST_LOADER=cp.async $B/bench/gpu/bench_gpu "${args[@]}" --csv "$OUT/loader-cpasync-$i.csv" || return 1
   done
 }
-export -f build compare aosloader
+export -f build compare loader
 export B OUT steps
 has build && { run_step build 300 bash -c build || { log "build failed"; exit 1; }; }
 has test && run_step test 200 $B/tests/test_gpu --gtest_color=no --gtest_filter="${TQ_TEST_FILTER:-*}"
@@ -98,7 +98,7 @@ has cpu && run_step cpu-test 120 $B/tests/test_cpu --gtest_color=no \
 has cpu && run_step cpu-bench 120 taskset -c 0,1 $B/bench/cpu/bench_cpu --benchmark_filter="${TQ_CPU_BENCH_FILTER:-decode-multi/.*/t2/}" \
   --benchmark_min_time=0.2
 has compare && run_step compare 200 bash -c compare
-has aosloader && run_step aosloader 240 bash -c aosloader
+has loader && run_step loader 240 bash -c loader
 has ctest && run_step ctest 300 bash -c "cd $B && ctest -j16 --output-on-failure"
 has sdpa && PYTHONUNBUFFERED=1 run_step sdpa 90 python3 bench/gpu/sdpa_baseline.py --csv "$OUT/sdpa.csv"
 SAN_FILTER='GpuCases.*:GpuGraph.*:GpuPlan.*:GpuDeviceHelpers.*:GpuFastHelpers.*:GpuDecode.LargeGrid*:GpuDecode.AosLargeGrid*:GpuDecode.AosCacheAtAnyEvenOffset*:GpuEncode.*Misaligned*:GpuFastAos.*:GpuDequantize*:GpuMultiToken.*:*GpuMultiTokenGrid*/2*'

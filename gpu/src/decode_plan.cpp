@@ -7,8 +7,8 @@
 #include <cstring>
 #include <string>
 
-#include "aos_tensor_box.hpp"
-#include "aos_tensor_map.hpp"
+#include "tensor_box.hpp"
+#include "tensor_maps.hpp"
 #include "arg_checks.hpp"
 #include "cuda_check.hpp"
 #include "decode_setup.hpp"
@@ -197,9 +197,9 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
   p.layout = l;
   p.cache = cache.data;
   p.num_blocks = cache.num_blocks;
-  // AoS tiles by tensor copies where the strides allow (aos_tensor_box.hpp).
-  if (out->fast && aos_tensor_copy_fits(l) && device_has_tensor_copies() && aos_tensor_copies_enabled()) {
-    p.aos_tensor_copy = encode_aos_tensor_map(l, cache.data, cache.num_blocks, &out->aos_tiles);
+  // Tiles by tensor copies where the format and strides allow (tensor_box.hpp).
+  if (out->fast && tensor_copy_fits(l) && device_has_tensor_copies() && tensor_copies_enabled()) {
+    p.tensor_copy = encode_tensor_maps(l, cache.data, cache.num_blocks, &out->maps);
   }
   p.query_dtype = a.query_dtype;
   p.out_dtype = a.out_dtype;
@@ -220,7 +220,7 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
     // With query_start_loc about rows / R row blocks do work (the grid's others idle).
     const std::int64_t row_blocks = (rows + p.fast_rows_per_block - 1) / p.fast_rows_per_block;
     const std::int64_t units = row_blocks * l.num_kv_heads * p.chunks_per_kv_head;
-    const int resident = device_sm_count() * fast_decode_occupancy(l.format, p.aos_tensor_copy);
+    const int resident = device_sm_count() * fast_decode_occupancy(l.format, p.tensor_copy);
     if (resident > 0) p.plan_splits = static_cast<int>(std::clamp<std::int64_t>(resident / std::max<std::int64_t>(units, 1), 1, stride));
   }
   p.query_factor = core::mul_rn(a.softmax_scale, core::kLog2e);
@@ -248,7 +248,7 @@ Status run_plan(const DecodePlan::Impl& plan, const DecodeArgs& a, MutableBuffer
   p.lse = static_cast<float*>(a.lse.data);
   p.partial_acc = static_cast<float*>(workspace.data);
   p.partial_ml = reinterpret_cast<float*>(static_cast<char*>(workspace.data) + plan.ml_offset);
-  if (Status s = launch_decode(p, plan.fast, plan.aos_tiles, stream); !s.ok()) return s;
+  if (Status s = launch_decode(p, plan.fast, plan.maps, stream); !s.ok()) return s;
   TQ_CUDA_TRY(launch_merge(p, plan.fast, stream));
   return Status();
 }

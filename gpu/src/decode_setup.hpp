@@ -2,7 +2,6 @@
 // decode(): the workspace layout, the kernel choice and the plan internals.
 #pragma once
 
-#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 
 #include "fast_plan.hpp"
 #include "params.hpp"
+#include "tensor_maps.hpp"
 #include "turboquant/core/partial_layout.hpp"
 #include "turboquant/cuda.hpp"
 
@@ -67,7 +67,7 @@ namespace turboquant::cuda {
 // pointers (run() puts the call's in), and the shape a call must match.
 struct DecodePlan::Impl {
   detail::DecodeParams params;
-  CUtensorMap aos_tiles{};  // params.aos_tensor_copy: the cache's tensor map (aos_tensor_map.hpp)
+  detail::FastTensorMaps maps{};  // params.tensor_copy: the cache's tensor maps (tensor_maps.hpp)
   bool fast = false;
   std::size_t ml_offset = 0;        // workspace offset of the partial (max, sum)
   std::size_t workspace_total = 0;  // bytes of workspace the launch uses

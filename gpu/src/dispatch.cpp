@@ -41,12 +41,12 @@ Status unsupported_bits(int key_bits, int value_bits, const char* what) {
                                               std::to_string(value_bits) + ": the CUDA " + what + " has no instance");
 }
 
-Status launch_decode(const DecodeParams& p, bool fast, const CUtensorMap& aos_tiles, cudaStream_t stream) {
+Status launch_decode(const DecodeParams& p, bool fast, const FastTensorMaps& maps, cudaStream_t stream) {
   return dispatch_head_dim(HeadDims{}, p.layout.format.head_dim, "decode", [&](auto d) {
     constexpr int D = decltype(d)::value;
     if (!fast) return launch_strict_decode_dim<D>(p, stream);
-    return p.aos_tensor_copy ? launch_fast_decode_dim<D, true>(p, aos_tiles, stream)
-                             : launch_fast_decode_dim<D, false>(p, aos_tiles, stream);
+    return p.tensor_copy ? launch_fast_decode_dim<D, true>(p, maps, stream)
+                             : launch_fast_decode_dim<D, false>(p, maps, stream);
   });
 }
 

@@ -39,7 +39,7 @@
 // takes 4-byte words at the slot's phase, 4-bit / FP8 keys and 4-bit values
 // dealt out to lanes in interleaved words (the query and the output use the
 // same dim permutation; where the strides allow, one lane fills the same rows
-// by a tensor copy, aos_tensor_box.hpp), and the _nc presets' per-token norm
+// by a tensor copy, tensor_box.hpp), and the _nc presets' per-token norm
 // correction needs
 // each key's squared centroid norm: two more mma per k-step (the Gram blocks
 // of the tile, whose diagonals are those norms), then core::decoded_key_norm
@@ -87,14 +87,12 @@ __device__ __forceinline__ void fast_tiles(FastWarpState<T>& state, Loader& load
 // kRows: the instance for query_start_loc rows and windows (FastRows); the
 // other one is the single-token decode, whose columns are one row's heads and
 // whose code has no masks (a register-free path: 1 us faster at 1 x 4096).
-// aos_tiles: the map of T::kTensorCopy's copies (unused otherwise), a
-// __grid_constant__ so that the copy engine reads it where the launch put it.
-// It is the first parameter: the copy engine needs it 64-byte aligned, and
-// nvcc places a later parameter only at its offset rounded to 16 (after p, a
-// first version's copies stopped with "illegal instruction" on the H200).
+// maps: the tensor maps of T::kTensorCopy's copies (unused otherwise), a
+// __grid_constant__ so that the copy engine reads them where the launch put
+// them (64-byte aligned, as the first parameter).
 template <class T, bool kRows>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
-    fast_decode_kernel(const __grid_constant__ CUtensorMap aos_tiles, DecodeParams p) {
+    fast_decode_kernel(const __grid_constant__ FastTensorMaps maps, DecodeParams p) {
   constexpr int D = T::kDim;
   extern __shared__ __align__(16) std::uint8_t smem[];
   std::uint8_t* work = smem;
@@ -128,7 +126,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
   using Loader = std::conditional_t<T::kTensorCopy, FastTensorLoader<T>, FastTileLoader<T>>;
   Loader loader = [&] {
     if constexpr (T::kTensorCopy) {
-      return Loader(p, &aos_tiles, block_row, range, kv_head, warp, lane, my_tiles, stage_bars + warp * T::kStages);
+      return Loader(p, &maps, block_row, range, kv_head, warp, lane, my_tiles, stage_bars + warp * T::kStages);
     } else {
       return Loader(p, block_row, range, kv_head, warp, lane, my_tiles);
     }

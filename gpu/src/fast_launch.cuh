@@ -14,21 +14,21 @@
 namespace turboquant::cuda::detail {
 
 template <class T, bool kRows>
-cudaError_t launch_fast_instance(const DecodeParams& p, const CUtensorMap& aos_tiles, cudaStream_t stream) {
+cudaError_t launch_fast_instance(const DecodeParams& p, const FastTensorMaps& maps, cudaStream_t stream) {
   static PerDeviceInt attr_cache;
   const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T, kRows>, T::kSmemBytes);
   if (attr != cudaSuccess) return attr;
   const auto row_blocks = fast_row_blocks(p.query_start_loc != nullptr, p.rows, p.batch, p.fast_rows_per_block);
   const dim3 grid(p.plan_splits, p.layout.num_kv_heads * p.chunks_per_kv_head, static_cast<unsigned>(row_blocks));
-  fast_decode_kernel<T, kRows><<<grid, T::kThreads, T::kSmemBytes, stream>>>(aos_tiles, p);
+  fast_decode_kernel<T, kRows><<<grid, T::kThreads, T::kSmemBytes, stream>>>(maps, p);
   return cudaGetLastError();
 }
 
 // Multi-token rows and windows take the kRows instance (sinks only change the merge).
 template <class T>
-cudaError_t launch_fast(const DecodeParams& p, const CUtensorMap& aos_tiles, cudaStream_t stream) {
-  return p.query_start_loc != nullptr || p.sliding_window != 0 ? launch_fast_instance<T, true>(p, aos_tiles, stream)
-                                                               : launch_fast_instance<T, false>(p, aos_tiles, stream);
+cudaError_t launch_fast(const DecodeParams& p, const FastTensorMaps& maps, cudaStream_t stream) {
+  return p.query_start_loc != nullptr || p.sliding_window != 0 ? launch_fast_instance<T, true>(p, maps, stream)
+                                                               : launch_fast_instance<T, false>(p, maps, stream);
 }
 
 // Resident blocks per SM of one instance on the current device (cached per device; 0 on error).
@@ -47,7 +47,7 @@ int fast_occupancy() {
 }
 
 // f(FastTraits<...>{}) for the format's instance (kUnsupported for bits
-// without one); AoS with tensor_copy (aos_tensor_copy_fits): the tensor-copy
+// without one); with tensor_copy (tensor_copy_fits): the tensor-copy
 // instance, which only the generated fast_kernels_tc_d<D>.cu instantiates
 // (kTensorCopyInstances there, false elsewhere: the other files stay lean).
 template <int D, bool kTensorCopyInstances, class F>
@@ -77,12 +77,12 @@ Status dispatch_fast(const core::Format& f, bool tensor_copy, const char* what, 
 }
 
 // The launch of p's instance (launch.hpp); kTensorCopyInstances: the
-// instances of p.aos_tensor_copy.
+// instances of p.tensor_copy.
 template <int D, bool kTensorCopyInstances>
-Status launch_fast_decode_dim(const DecodeParams& p, const CUtensorMap& aos_tiles, cudaStream_t stream) {
+Status launch_fast_decode_dim(const DecodeParams& p, const FastTensorMaps& maps, cudaStream_t stream) {
   constexpr const char* kWhat = "fast decode launch";
-  return dispatch_fast<D, kTensorCopyInstances>(p.layout.format, p.aos_tensor_copy, kWhat, [&](auto traits) {
-    const cudaError_t err = launch_fast<decltype(traits)>(p, aos_tiles, stream);
+  return dispatch_fast<D, kTensorCopyInstances>(p.layout.format, p.tensor_copy, kWhat, [&](auto traits) {
+    const cudaError_t err = launch_fast<decltype(traits)>(p, maps, stream);
     return err == cudaSuccess ? Status() : device_error(err, kWhat);
   });
 }

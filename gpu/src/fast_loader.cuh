@@ -12,9 +12,9 @@
 //        whole spans of two or four rows: with 64-byte pieces of eight rows
 //        per instruction (each touching one or two 128-byte lines) k8v4 ran
 //        1.44x SoA's time at 16 x 32768, with whole spans 1.08x (H200).
-// FastTensorLoader, for AoS layouts with aos_tensor_copy_fits: one lane issues
-// the tile's tensor copy (aos_tensor_box.hpp) into the rows the cp.async
-// loader would fill; it completes on the stage's barrier.
+// FastTensorLoader, for layouts with tensor_copy_fits: one lane issues the
+// tile's tensor copies (tensor_box.hpp) into the rows (and SoA metadata) the
+// cp.async loader would fill; they complete on the stage's barrier.
 // Both loaders have the same protocol: issue(stage) per tile in tile order,
 // commit() after each issue slot, wait() before reading the oldest tile,
 // drain() at the end.
@@ -25,6 +25,7 @@
 #include "fast_traits.cuh"
 #include "mma_utils.cuh"
 #include "tensor_copy.cuh"
+#include "tensor_maps.hpp"
 #include "turboquant/core/split_plan.hpp"
 
 namespace turboquant::cuda::detail {
@@ -182,10 +183,12 @@ class FastTileLoader {
   std::int64_t block_bytes_ = 0;
 };
 
-// AoS tiles by tensor copies (T::kTensorCopy): lane 0 of the warp issues the
-// box of a tile (x: the 16-byte unit of the head's slot in its position, y:
-// the tile's first slot, z: the block); tile n completes on barrier n %
-// kStages of the warp, whose use n / kStages has parity (n / kStages) & 1.
+// Tiles by tensor copies (T::kTensorCopy): lane 0 of the warp issues the
+// boxes of a tile (records: x the head's record (SoA) or the 16-byte unit of
+// its slot (AoS) in a position, y the tile's first slot, z the block; SoA
+// metadata: x the tile's first field bytes, y the head's first field row);
+// tile n completes on barrier n % kStages of the warp, whose use n / kStages
+// has parity (n / kStages) & 1.
 template <class T>
 class FastTensorLoader {
   static_assert(T::kTensorCopy, "FastTensorLoader stages tensor-copy tiles");
@@ -193,12 +196,14 @@ class FastTensorLoader {
 
  public:
   // `bars`: kStages barriers of this warp in shared memory (initialized here).
-  __device__ __forceinline__ FastTensorLoader(const DecodeParams& p, const CUtensorMap* map,
+  __device__ __forceinline__ FastTensorLoader(const DecodeParams& p, const FastTensorMaps* maps,
                                               const std::int32_t* block_row, core::TokenRange range, int kv_head,
                                               int warp, int lane, int my_tiles, std::uint64_t* bars)
-      : map_(map), cursor_(block_row, p.layout.block_size, range.begin + warp * T::kTile, my_tiles),
+      : maps_(maps), cursor_(block_row, p.layout.block_size, range.begin + warp * T::kTile, my_tiles),
         bars_(bars), leader_(lane == 0) {
-    box_x_ = aos_slot_offset(T::layout(p.layout), kv_head, 0) & ~15;
+    const core::BlockLayout l = T::layout(p.layout);
+    box_x_ = static_cast<int>(l.head_key_offset(kv_head)) & ~15;  // SoA: already a multiple of 16
+    meta_row_ = kv_head * T::kMetaFields;
     if (leader_) {
 #pragma unroll
       for (int s = 0; s < T::kStages; ++s) barrier_init(bars_ + s, 1);
@@ -210,8 +215,11 @@ class FastTensorLoader {
   __device__ __forceinline__ void issue(std::uint8_t* dst) {
     if (leader_) {
       std::uint64_t* bar = bars_ + cursor_.issued % T::kStages;
-      barrier_arrive_expect_bytes(bar, T::kStageBytes);
-      tensor_copy_3d(dst, map_, box_x_, cursor_.slot, cursor_.block, bar);
+      barrier_arrive_expect_bytes(bar, T::kTileBytes);
+      tensor_copy_3d(dst, &maps_->tiles, box_x_, cursor_.slot, cursor_.block, bar);
+      if constexpr (!T::kAos) {
+        tensor_copy_3d(dst + T::kTile * T::kRowBytes, &maps_->meta, 2 * cursor_.slot, meta_row_, cursor_.block, bar);
+      }
     }
     cursor_.advance(kWarpStep);
   }
@@ -223,11 +231,12 @@ class FastTensorLoader {
   __device__ __forceinline__ void drain() {}  // every issued tile was waited for
 
  private:
-  const CUtensorMap* map_;
+  const FastTensorMaps* maps_;
   FastTileCursor cursor_;
   std::uint64_t* bars_;
   bool leader_;
   int box_x_ = 0;
+  int meta_row_ = 0;
   int waited_ = 0;
 };
 

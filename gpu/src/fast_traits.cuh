@@ -6,7 +6,7 @@
 // permutation of dims over lanes.
 #pragma once
 
-#include "aos_tensor_box.hpp"
+#include "tensor_box.hpp"
 #include "params.hpp"
 #include "turboquant/core/block_layout.hpp"
 
@@ -15,8 +15,8 @@ namespace turboquant::cuda::detail {
 constexpr int gcd_int(int a, int b) { return b == 0 ? a : gcd_int(b, a % b); }
 constexpr int max_int(int a, int b) { return a > b ? a : b; }
 constexpr int log2_int(int a) { return a <= 1 ? 0 : 1 + log2_int(a / 2); }
-// TC: AoS tiles arrive by tensor copies (aos_tensor_box.hpp) into the same
-// stage rows as the cp.async loader's.
+// TC: tiles arrive by tensor copies (tensor_box.hpp) into the same stage
+// rows as the cp.async loader's.
 template <int D, int KB, int VB, core::LayoutKind L = core::LayoutKind::kSoA,
           core::Fp8Format F8 = core::Fp8Format::kE4m3, bool TC = false>
 struct FastTraits {
@@ -27,7 +27,6 @@ struct FastTraits {
   static constexpr core::Fp8Format kFp8Format = F8;
   static constexpr bool kAos = L == core::LayoutKind::kAoS;
   static constexpr bool kTensorCopy = TC;
-  static_assert(!TC || kAos, "tensor copies are the AoS loader's");
   // The 4-bit pair table (32 KB with 32 copies) is shared by eight warps; the
   // 3-bit table (8 KB) and FP8 keys do better with blocks of four.
   static constexpr int kWarps = KB == 4 ? 8 : 4;
@@ -62,10 +61,13 @@ struct FastTraits {
   // 16-byte units that cover slot r (the slot starts at the slot address mod
   // 16 in its row).
   static constexpr int kAosSpanUnits = aos_span_units(kFormat);
-  static constexpr int kRowBytes = kAos ? aos_row_bytes(kFormat) : padded_row_bytes(kRecordBytes);
+  static constexpr int kRowBytes = stage_row_bytes(kFormat);
   static constexpr int kMetaStageBytes = kTile * 2;  // SoA: one field of a tile
-  static constexpr int kStageBytes = kTile * kRowBytes + (kAos ? 0 : kMetaFields * kMetaStageBytes);
-  static constexpr bool kTensorCopyFits = aos_tensor_copy_format(kFormat);
+  static_assert(kMetaStageBytes == kMetaBoxBytes, "the SoA metadata box is one field of a tile");
+  // The bytes of a tile's copies; tensor copies need stages 128-byte aligned.
+  static constexpr int kTileBytes = kTile * kRowBytes + (kAos ? 0 : kMetaFields * kMetaStageBytes);
+  static constexpr int kStageBytes = TC ? (kTileBytes + 127) / 128 * 128 : kTileBytes;
+  static constexpr bool kTensorCopyFits = tensor_copy_format(kFormat);
   static constexpr int kCopyUnit = gcd_int(kRecordBytes, 16);
   static constexpr int kKeyChunk = kKeyBytes / 4;    // bytes per lane (D/4 dims)
   static constexpr int kValueChunk = kValueBytes / 8;  // bytes per lane (D/8 dims)
@@ -107,8 +109,8 @@ struct FastTraits {
   // Shared memory: [work: pipeline stages | final combine] [pair table] [query].
   static constexpr int kLutBytes = kLutEntries * kLutCopies * 4;
   static constexpr int kPipeBytes = kWarps * kStages * kStageBytes;
-  // Tensor copies write 128-byte aligned stages: the kernel rounds the work
-  // region's start up (stages are multiples of 256 bytes: 16 rows of 16k bytes).
+  // Tensor copies write 128-byte aligned stages (and the SoA metadata box at
+  // kTile * kRowBytes, a multiple of 256): the kernel rounds the work region's start up.
   static constexpr int kWorkAlign = TC ? 128 : 16;
   static constexpr int kPrepBytes = 2 * kHeads * D * 4;  // prepared query + dense-rotation scratch
   // The final combine: each warp's accumulator fragments as float4 per (m-tile,

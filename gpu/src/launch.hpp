@@ -5,11 +5,11 @@
 // (dispatch.hpp). Arguments were checked by the *_can_implement functions.
 #pragma once
 
-#include <cuda.h>  // CUtensorMap (a plain 128-byte struct; the driver is reached through the runtime)
 #include <cuda_runtime.h>
 
 #include "dispatch.hpp"
 #include "params.hpp"
+#include "tensor_maps.hpp"
 #include "turboquant/cuda/device_error.hpp"
 #include "turboquant/status.hpp"
 
@@ -25,10 +25,10 @@ Status launch_strict_decode_dim(const DecodeParams& p, cudaStream_t stream) {
                          [&](auto l) { return launch_strict_decode_layout<D, decltype(l)::value>(p, stream); });
 }
 // Fast decode for one head_dim, both layouts and the FastBits pairs
-// (kTensorCopy: the AoS instances of p.aos_tensor_copy; the two sets are
+// (kTensorCopy: the instances of p.tensor_copy; the two sets are
 // separate generated files).
 template <int D, bool kTensorCopy>
-Status launch_fast_decode_dim(const DecodeParams& p, const CUtensorMap& aos_tiles, cudaStream_t stream);
+Status launch_fast_decode_dim(const DecodeParams& p, const FastTensorMaps& maps, cudaStream_t stream);
 // Resident fast-decode blocks per SM of the format's instance on the current
 // device (0 if unknown or not instantiated).
 template <int D, bool kTensorCopy>
@@ -46,8 +46,8 @@ Status launch_for_bits(List bits, const DecodeParams& p, const char* what, F&& l
 
 // The decode kernel (fast or strict) for p's head_dim and bits; kUnsupported
 // for an instance the build lacks, kDeviceError for a launch error.
-// aos_tiles: the tensor map of p.aos_tensor_copy (aos_tensor_map.hpp).
-Status launch_decode(const DecodeParams& p, bool fast, const CUtensorMap& aos_tiles, cudaStream_t stream);
+// maps: the tensor maps of p.tensor_copy (tensor_maps.hpp).
+Status launch_decode(const DecodeParams& p, bool fast, const FastTensorMaps& maps, cudaStream_t stream);
 // The merge of the per-split partials (after either decode kernel).
 cudaError_t launch_merge(const DecodeParams& p, bool tile_aligned, cudaStream_t stream);
 
@@ -56,7 +56,7 @@ inline bool fast_decode_supported(int head_dim, int key_bits, int value_bits) {
   return contains(HeadDims{}, head_dim) && contains(FastBits{}, key_bits, value_bits);
 }
 // Resident fast-decode blocks per SM for this format on the current device (0
-// if unknown); tensor_copy: of the AoS tensor-copy instance.
+// if unknown); tensor_copy: of the tensor-copy instance.
 int fast_decode_occupancy(const core::Format& f, bool tensor_copy);
 // Whether the current device has the Tensor Memory Accelerator (sm_90 and newer).
 bool device_has_tensor_copies();

@@ -43,9 +43,9 @@ struct DecodeParams {
   // so that the scores (s c) . (q / s) carry less of fp16's rounding of c.
   core::Codebook codebook;
   float fast_gram_unscale = 1.0f;  // fast AoS norm correction: 1 / s^2 times the Gram diagonal
-  // Fast AoS with aos_tensor_copy_fits (aos_tensor_box.hpp): tiles arrive by
-  // tensor copies, described by the map the fast kernel takes beside p.
-  bool aos_tensor_copy = false;
+  // Fast mode with tensor_copy_fits (tensor_box.hpp): tiles arrive by tensor
+  // copies, described by the maps the fast kernel takes beside p.
+  bool tensor_copy = false;
   // Workspace: partial accumulators [batch][num_q_heads][num_splits][D] and
   // partial (max, sum) [batch][num_q_heads][num_splits][2].
   // Partial (row, split) is at partials(D) (core::PartialLayout) in both.

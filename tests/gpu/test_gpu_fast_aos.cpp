@@ -1,12 +1,12 @@
 // The fast decode on AoS caches: every preset and head_dim, both slot phases
 // (num_kv_heads 2 and 8: heads at odd and even multiples of a 4k + 2 byte
 // slot), both loaders (num_kv_heads 8 gives token strides that are multiples
-// of 16: tensor copies for Lloyd-Max keys, aos_tensor_box.hpp; 2 the cp.async
+// of 16: tensor copies for Lloyd-Max keys, tensor_box.hpp; 2 the cp.async
 // loader), both FP8
 // flavours, must run the fast kernel (not the strict fallback) and stay
 // within relative L2 1e-3 of the golden model; AoS caches whose slots of one
 // head change their 4-byte phase take the strict kernel.
-#include "aos_tensor_box.hpp"
+#include "tensor_box.hpp"
 #include "gpu_test_support.hpp"
 
 namespace {
@@ -44,7 +44,7 @@ std::string expect_fast_matches(const DecodeProblem& p) {
 
 // Which loader the fast decode of this AoS cache uses.
 const char* loader_of(const DecodeProblem& p) {
-  return cuda::detail::aos_tensor_copy_fits(p.layout) ? "tensor copies" : "cp.async";
+  return cuda::detail::tensor_copy_fits(p.layout) ? "tensor copies" : "cp.async";
 }
 
 TEST_F(GpuFastAos, EveryPresetAndPhaseRunsFastWithinTolerance) {
@@ -64,7 +64,7 @@ TEST_F(GpuFastAos, EveryPresetAndPhaseRunsFastWithinTolerance) {
         // 8 KV heads at head_dim 128: tensor copies for Lloyd-Max keys (FP8 keys keep cp.async).
         const bool tensor = hk == 8 && dims == 128 && preset != Preset::kK8V4;
         if (hk == 2 || (hk == 8 && dims == 128)) EXPECT_STREQ(loader_of(p), tensor ? "tensor copies" : "cp.async");
-        tensor_copy_runs += cuda::detail::aos_tensor_copy_fits(p.layout);
+        tensor_copy_runs += cuda::detail::tensor_copy_fits(p.layout);
         EXPECT_EQ(expect_fast_matches(p), "cuda:fast");
       }
     }

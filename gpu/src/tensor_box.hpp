@@ -49,14 +49,16 @@ inline constexpr int kMaxBoxBytes = 256;     // the Tensor Memory Accelerator's 
 inline constexpr int kMetaBoxBytes = 32;     // SoA: one field of a 16-token tile (fp16)
 
 // Whether the fast decode of this format takes tensor copies where the strides
-// allow: a row fits in a box; SoA records of a multiple of 16 bytes (every
-// head's record starts aligned); AoS Lloyd-Max keys. FP8 keys in AoS keep the
-// cp.async loader: with tensor copies k8v4 ran 1.14x its time at 16 x 32768
-// (H200, round 12; its 240-byte box rows read 2 units past a 196-byte slot's
-// span, and it is the preset closest to the copy ceiling), 4bit_nc 0.93x.
+// allow: a row fits in a box (SoA: records of a multiple of 16 bytes, so that
+// every head's record starts aligned), and the copies paid on the H200 (round
+// 12, D 128, tensor copies / cp.async at 16 x 32768 and 32 x 8192, the same
+// binary): AoS 4bit_nc 0.93, k3v4_nc 0.95-0.96; SoA k3v4_nc 0.97. They did not
+// pay elsewhere: 3bit_nc 1.00-1.01 in both layouts, SoA 4bit_nc 1.00 (1.025 at
+// 1 x 4096), k8v4 1.03-1.14 in both layouts (the kernels of 3-bit and FP8 keys
+// run 4 warps per block, 4-bit keys 8).
 TQ_HD constexpr bool tensor_copy_format(const core::Format& f) {
-  if (stage_row_bytes(f) > kMaxBoxBytes) return false;
-  return f.aos() ? !f.fp8_keys() : f.record_bytes() % 16 == 0;
+  if (stage_row_bytes(f) > kMaxBoxBytes || f.fp8_keys() || f.value_bits != 4) return false;
+  return f.aos() || (f.key_bits == 3 && f.record_bytes() % 16 == 0);
 }
 // ... and the strides of this layout are multiples of 16 (AoS: num_kv_heads
 // x slot bytes, e.g. 8 heads of 134-byte slots; SoA: any head count).

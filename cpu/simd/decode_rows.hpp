@@ -108,7 +108,8 @@ struct DecodeRowsKernels : DecodeKernels<A> {
     }
   }
 
-  // A tile's tokens in the ring: n tokens from ring slot `slot`, wrapping.
+  // A tile's tokens in the ring: n tokens from ring slot `slot`, wrapping
+  // (n = 0: not pointed yet, or the ring has changed since).
   struct RingTile {
     int slot = -1;
     int n = 0;

@@ -13,7 +13,9 @@
 // dot_token on its codes), the same fold and the same value fmas in the same
 // order, hence the same bits. A row's tile ends in the current chunk and
 // starts at most 15 tokens before it, so the ring of two chunks always holds
-// it.
+// it; where every row's tiles start on chunk boundaries (the usual case), one
+// chunk of the ring is used, and a tile's ring pointers are set up once for
+// all the rows that fold it.
 #pragma once
 
 #include <cstdint>
@@ -106,35 +108,48 @@ struct DecodeRowsKernels : DecodeKernels<A> {
     }
   }
 
-  // One tile of row `row` (n tokens from `token`, ring slots from `slot`,
-  // wrapping): the one-row item's steps on the decoded keys and values.
-  template <int KeyBits, int VBits>
-  static void row_tile(const DecodeProblem& p, const RowsScratch& rs, const Scratch& sc, const F* lanes, int row,
-                       int h, int s, int slot, int n, bool first) {
-    const int dims = p.head_dim();
-    const int group = p.group;
+  // A tile's tokens in the ring: n tokens from ring slot `slot`, wrapping
+  // (n = 0: not pointed yet, or the ring has changed since).
+  struct RingTile {
+    int slot = -1;
+    int n = 0;
     const float* keys[kTile];
     const float* values[kTile];
-    alignas(64) float norm[kTile] = {};
-    for (int i = 0; i < n; ++i) {
-      const int at = (slot + i) % kRowsRing;
-      keys[i] = rs.keys + std::int64_t{at} * dims;
-      values[i] = rs.values + std::int64_t{at} * dims;
-      norm[i] = rs.norms[at];
+    alignas(64) float norm[kTile];
+    void point(const RowsScratch& rs, int dims, int first_slot, int count) {
+      slot = first_slot;
+      n = count;
+      for (int i = 0; i < kTile; ++i) norm[i] = 0.0f;
+      for (int i = 0; i < n; ++i) {
+        const int at = (slot + i) % kRowsRing;
+        keys[i] = rs.keys + std::int64_t{at} * dims;
+        values[i] = rs.values + std::int64_t{at} * dims;
+        norm[i] = rs.norms[at];
+      }
     }
+  };
+
+  // One tile of row `row` (the tokens of rt): the one-row item's steps on the
+  // decoded keys and values.
+  template <int KeyBits>
+  static void row_tile(const DecodeProblem& p, const RingTile& rt, const Scratch& sc, const F* lanes, int row, int h,
+                       int s, bool first) {
+    const int dims = p.head_dim();
+    const int group = p.group;
+    const int n = rt.n;
     const float* queries = p.query(row, h * group);
     for_head_blocks(group, [&]<int HB>(int g0) {
-      K::template decoded_keys_tile<HB>(keys, n, queries + std::int64_t{g0} * dims, dims,
+      K::template decoded_keys_tile<HB>(rt.keys, n, queries + std::int64_t{g0} * dims, dims,
                                         sc.red + g0 * kTile * S::kSlotFloats);
     });
     K::clear_slots(sc.red, group, n);
     F norms[R];
-    for (int r = 0; r < R; ++r) norms[r] = F::load_aligned(norm + r * W);
+    for (int r = 0; r < R; ++r) norms[r] = F::load_aligned(rt.norm + r * W);
     K::template fold_tile<KeyBits>(sc, group, n, norms, lanes);
     const std::int64_t acc_stride = p.partials.acc_row_stride();
     float* part = p.acc(row, h * group, s);
     for_head_blocks(group, [&]<int HB>(int g0) {
-      K::template values_tile<HB>(typename K::DecodedValues{values}, n, dims, sc.probs + g0 * kTile, sc.alpha + g0,
+      K::template values_tile<HB>(typename K::DecodedValues{rt.values}, n, dims, sc.probs + g0 * kTile, sc.alpha + g0,
                                   part + g0 * acc_stride, acc_stride, first);
     });
   }
@@ -154,8 +169,16 @@ struct DecodeRowsKernels : DecodeKernels<A> {
                                            range[j].end > all.end ? range[j].end : all.end};
     }
     if (all.empty()) return;
+    // Where every row's tiles start on a chunk boundary (no window, the same
+    // split length: the usual rows), each tile lies in one chunk and is
+    // folded before the next chunk is decoded, so one chunk of the ring is
+    // enough: a smaller working set in L1.
+    bool aligned = true;
+    for (int j = 0; j < rows; ++j) aligned &= range[j].empty() || (range[j].begin - all.begin) % kRowsChunk == 0;
+    const int ring = aligned ? kRowsChunk : kRowsRing;
+    const int dims = p.head_dim();
     const int group = p.group;
-    const RowsScratch rs(scratch, p.head_dim(), group);
+    const RowsScratch rs(scratch, dims, group);
     for (int j = 0; j < rows; ++j) K::start_states(rs.of_row(j, group), group);
     const TileConstants<KeyBits, VBits> tc(p);
 
@@ -164,10 +187,12 @@ struct DecodeRowsKernels : DecodeKernels<A> {
     walker.next(tiles[0]);
     walker.next(tiles[1]);
     int decoded = all.begin;  // tokens [all.begin, decoded) have been decoded
+    RingTile rt;              // the last tile's ring pointers, shared by the rows whose tile it is too
     for (int k = 0; tiles[k % 3].n > 0; ++k) {
       const TileRecords& t = tiles[k % 3];
       walker.next(tiles[(k + 2) % 3]);
-      decode_tile(p, walker, t, tc, rs, (decoded - all.begin) % kRowsRing);
+      decode_tile(p, walker, t, tc, rs, (decoded - all.begin) % ring);
+      rt.n = 0;  // its norms may have been overwritten
       decoded += t.n;
       if ((decoded - all.begin) % kRowsChunk != 0 && decoded < all.end) continue;
       for (int j = 0; j < rows; ++j) {
@@ -175,8 +200,9 @@ struct DecodeRowsKernels : DecodeKernels<A> {
         for (; next[j] < range[j].end; next[j] += kTile) {
           const int n = range[j].end - next[j] < kTile ? range[j].end - next[j] : kTile;
           if (next[j] + n > decoded) break;
-          row_tile<KeyBits, VBits>(p, rs, sc, tc.lanes, r0 + j, h, s, (next[j] - all.begin) % kRowsRing, n,
-                                   next[j] == range[j].begin);
+          const int slot = (next[j] - all.begin) % ring;
+          if (slot != rt.slot || n != rt.n) rt.point(rs, dims, slot, n);
+          row_tile<KeyBits>(p, rt, sc, tc.lanes, r0 + j, h, s, next[j] == range[j].begin);
         }
       }
     }

@@ -67,4 +67,16 @@ TQ_HD constexpr bool tensor_copy_fits(const core::BlockLayout& l) {
          (l.aos() || (2 * l.block_size) % 16 == 0);
 }
 
+// The canonical shapes, frozen (D 128): 134-byte AoS slots cover at most 10
+// units, staged in rows of 11; 8 KV heads make a 1072-byte token stride.
+namespace tensor_box_checks {
+constexpr core::Format kAos4 = core::preset_format(core::Preset::k4BitNc, 128, core::LayoutKind::kAoS);
+constexpr core::Format kSoaK3v4 = core::preset_format(core::Preset::kK3V4Nc, 128, core::LayoutKind::kSoA);
+static_assert(aos_span_units(kAos4) == 10 && stage_row_bytes(kAos4) == 176);
+static_assert(tensor_copy_fits(core::BlockLayout{kAos4, 16, 8}) && !tensor_copy_fits(core::BlockLayout{kAos4, 16, 2}));
+static_assert(stage_row_bytes(kSoaK3v4) == 112 && tensor_copy_fits(core::BlockLayout{kSoaK3v4, 16, 8}));
+static_assert(!tensor_copy_format(core::preset_format(core::Preset::k4BitNc, 128)));
+static_assert(!tensor_copy_format(core::preset_format(core::Preset::kK8V4, 128, core::LayoutKind::kAoS)));
+}  // namespace tensor_box_checks
+
 }  // namespace turboquant::cuda::detail

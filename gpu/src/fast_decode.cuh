@@ -38,12 +38,14 @@
 // the 16-byte units covering each slot, the stage reader (fast_stage.cuh)
 // takes 4-byte words at the slot's phase, 4-bit / FP8 keys and 4-bit values
 // dealt out to lanes in interleaved words (the query and the output use the
-// same dim permutation; where the strides allow, one lane fills the same rows
-// by a tensor copy, tensor_box.hpp), and the _nc presets' per-token norm
-// correction needs
+// same dim permutation), and the _nc presets' per-token norm correction needs
 // each key's squared centroid norm: two more mma per k-step (the Gram blocks
 // of the tile, whose diagonals are those norms), then core::decoded_key_norm
 // once per lane.
+//
+// Loaders: the cp.async pipeline above, or, where the format and strides allow
+// and the copies paid (tensor_box.hpp), tensor copies: one lane per warp
+// issues a tile's boxes into the same stage rows, completing on a barrier.
 //
 // Units: fast_traits.cuh (tile sizes, stage and shared-memory layout, the
 // dims of a lane), fast_loader.cuh (the cp.async pipeline), fast_stage.cuh

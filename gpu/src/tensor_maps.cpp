@@ -27,18 +27,6 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return encoder;
 }
 
-}  // namespace
-
-bool tensor_copies_enabled() {
-  static const bool enabled = [] {
-    const char* loader = std::getenv("TQ_FAST_LOADER");
-    return loader == nullptr || std::strcmp(loader, "cp.async") != 0;
-  }();
-  return enabled;
-}
-
-namespace {
-
 // A 3-D map of bytes (dims[0] x dims[1] x dims[2], row strides[0], block
 // strides[1]) with boxes of box_x x box_y x 1.
 bool encode_bytes(PFN_cuTensorMapEncodeTiled_v12000 encode, CUtensorMap* map, const void* base, std::int64_t d0,
@@ -54,6 +42,14 @@ bool encode_bytes(PFN_cuTensorMapEncodeTiled_v12000 encode, CUtensorMap* map, co
 }
 
 }  // namespace
+
+bool tensor_copies_enabled() {
+  static const bool enabled = [] {
+    const char* loader = std::getenv("TQ_FAST_LOADER");
+    return loader == nullptr || std::strcmp(loader, "cp.async") != 0;
+  }();
+  return enabled;
+}
 
 bool encode_tensor_maps(const core::BlockLayout& l, const void* cache, std::int64_t num_blocks, FastTensorMaps* maps) {
   if (!tensor_copy_fits(l) || num_blocks <= 0 || num_blocks > (std::int64_t{1} << 32) ||

@@ -211,7 +211,10 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
   p.group = a.num_q_heads / l.num_kv_heads;
   p.heads_per_block = heads_per_block(out->fast, p.group);
   p.chunks_per_kv_head = (p.group + p.heads_per_block - 1) / p.heads_per_block;
-  p.fast_rows_per_block = out->fast ? fast_rows_per_block(out->has_query_start_loc, p.group) : 1;
+  p.fast_column_tiles = out->fast ? fast_column_tiles(out->has_query_start_loc, p.group, rows, a.batch,
+                                                       l.format.head_dim)
+                                   : 1;
+  p.fast_rows_per_block = out->fast ? fast_rows_per_block(out->has_query_start_loc, p.group, p.fast_column_tiles) : 1;
   p.num_splits = stride;
   p.plan_splits = a.num_splits;
   if (out->fast) {
@@ -220,7 +223,7 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
     // With query_start_loc about rows / R row blocks do work (the grid's others idle).
     const std::int64_t row_blocks = (rows + p.fast_rows_per_block - 1) / p.fast_rows_per_block;
     const std::int64_t units = row_blocks * l.num_kv_heads * p.chunks_per_kv_head;
-    const int resident = device_sm_count() * fast_decode_occupancy(l.format, p.tensor_copy);
+    const int resident = device_sm_count() * fast_decode_occupancy(l.format, p.tensor_copy, p.fast_column_tiles);
     if (resident > 0) p.plan_splits = static_cast<int>(std::clamp<std::int64_t>(resident / std::max<std::int64_t>(units, 1), 1, stride));
   }
   p.query_factor = core::mul_rn(a.softmax_scale, core::kLog2e);

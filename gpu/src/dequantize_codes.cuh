@@ -16,18 +16,40 @@ namespace turboquant::cuda::detail {
 
 inline constexpr unsigned kFullWarp = 0xffffffffu;
 
+// kBytes bytes (a multiple of 4) at `p`, 2 bytes past a word boundary: a
+// 2-byte load, the kBytes / 4 - 1 whole words between, a 2-byte load, then
+// each word funnel-shifted from two neighbours (kBytes / 4 + 1 loads instead
+// of kBytes / 2, none touching a byte outside the chunk).
+template <int kBytes>
+__device__ __forceinline__ void load_half_shifted(const std::uint8_t* p, std::uint32_t (&w)[kBytes / 4]) {
+  constexpr int kWords = kBytes / 4;
+  const std::uint32_t head = *reinterpret_cast<const std::uint16_t*>(p);
+  const std::uint32_t tail = *reinterpret_cast<const std::uint16_t*>(p + kBytes - 2);
+  const std::uint32_t* mid = reinterpret_cast<const std::uint32_t*>(p + 2);
+  std::uint32_t x[kWords + 1];
+  x[0] = head << 16;  // as if the word at p - 2 had been loaded (its low half is shifted out)
+#pragma unroll
+  for (int i = 0; i < kWords - 1; ++i) x[i + 1] = mid[i];
+  x[kWords] = tail;
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) w[i] = __funnelshift_r(x[i], x[i + 1], 16);
+}
+
 // kBytes bytes at `p` (2-byte aligned at least: the dequantize checks the
 // cache pointer, and record and field offsets are even) in the widest loads
 // its address allows.
 template <int kBytes>
 __device__ __forceinline__ void load_any(const std::uint8_t* p, std::uint32_t (&w)[kBytes / 4]) {
+  static_assert(kBytes % 4 == 0, "code chunks are whole words");
   const std::uintptr_t a = address_of(p);
   if (a % 16 == 0) {
     load_chunk<kBytes, 16>(p, w);
+  } else if (a % 8 == 0) {
+    load_chunk<kBytes, 8>(p, w);
   } else if (a % 4 == 0) {
     load_chunk<kBytes, 4>(p, w);
   } else {
-    load_chunk<kBytes, 2>(p, w);
+    load_half_shifted<kBytes>(p, w);
   }
 }
 

@@ -50,11 +50,12 @@ Status launch_decode(const DecodeParams& p, bool fast, const FastTensorMaps& map
   });
 }
 
-int fast_decode_occupancy(const core::Format& f, bool tensor_copy) {
+int fast_decode_occupancy(const core::Format& f, bool tensor_copy, int column_tiles) {
   int blocks = 0;
   (void)dispatch_head_dim(HeadDims{}, f.head_dim, "decode", [&](auto d) {
     constexpr int D = decltype(d)::value;
-    blocks = tensor_copy ? fast_decode_occupancy_dim<D, true>(f) : fast_decode_occupancy_dim<D, false>(f);
+    blocks = tensor_copy ? fast_decode_occupancy_dim<D, true>(f, column_tiles)
+                        : fast_decode_occupancy_dim<D, false>(f, column_tiles);
     return Status();
   });
   return blocks;

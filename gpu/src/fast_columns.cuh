@@ -1,6 +1,6 @@
-// The fast kernel's mma columns (N = 8): the query heads of its head chunk for
-// each of its rows (FastRows, query_rows.cuh), column k = head k % heads of
-// row k / heads. A single-token decode has one row, so column k is head k, as
+// The fast kernel's mma columns (N = 8 per column tile, FastTraits::kColumns
+// in all): the query heads of its head chunk for each of its rows (FastRows,
+// query_rows.cuh), column k = head k % heads of row k / heads. A single-token decode has one row, so column k is head k, as
 // before multi-token rows existed. Each column has its own attended range
 // (causal rows, windows): FastColumnMask gives a lane's two score columns
 // their ranges, and the tiles that need masking at all.
@@ -17,7 +17,7 @@ namespace turboquant::cuda::detail {
 struct FastColumns {
   std::int64_t first_row;  // head row (query, partials) of column 0
   int heads;               // columns per query row (the head chunk)
-  int count;               // rows x heads <= 8; columns past it are zero
+  int count;               // rows x heads <= kColumns; columns past it are zero
   int num_q_heads;
   __device__ __forceinline__ std::int64_t row(int k) const {
     return first_row + std::int64_t{k / heads} * num_q_heads + k % heads;
@@ -31,7 +31,7 @@ __device__ __forceinline__ FastColumns fast_columns(const DecodeParams& p, const
                      rows.count * heads, p.num_q_heads};
 }
 
-// Score masking of one lane (columns 2c, 2c + 1). Inactive for one row without
+// Score masking of one lane in one column tile (its columns 2c, 2c + 1). Inactive for one row without
 // a window: every column then attends to the whole split.
 struct FastColumnMask {
   bool active = false;
@@ -58,8 +58,9 @@ struct FastColumnMask {
   }
 };
 
+// The mask of column tile n (columns 8n + 2c, 8n + 2c + 1).
 __device__ __forceinline__ FastColumnMask fast_column_mask(const DecodeParams& p, const FastRows& rows,
-                                                           const FastColumns& cols, int c) {
+                                                           const FastColumns& cols, int n, int c) {
   FastColumnMask m;
   if (p.query_start_loc == nullptr && p.sliding_window == 0) return m;
   const int first_pos = rows.attended.end - rows.count;  // position of the block's first row
@@ -67,7 +68,8 @@ __device__ __forceinline__ FastColumnMask fast_column_mask(const DecodeParams& p
     return core::attended_range(first_pos + min(k / cols.heads, rows.count - 1), p.sliding_window);
   };
   m.active = true;
-  const core::TokenRange r0 = range(2 * c), r1 = range(2 * c + 1);
+  const int k = kFastHeadsPerBlock * n + 2 * c;
+  const core::TokenRange r0 = range(k), r1 = range(k + 1);
   m.lo0 = r0.begin;
   m.hi0 = r0.end;
   m.lo1 = r1.begin;

@@ -67,7 +67,7 @@ namespace turboquant::cuda::detail {
 // The warp's main loop over its tiles, reading stages through `stage`
 // (kRows: the columns carry masks, fast_columns.cuh).
 template <class T, bool kRows, class Stage, class Loader>
-__device__ __forceinline__ void fast_tiles(FastWarpState<T>& state, Loader& loader,
+__device__ __forceinline__ void fast_tiles(FastWarpState<T> (&state)[T::kColumnTiles], Loader& loader,
                                            const FastTileInputs<T>& in, const Stage& stage, std::uint8_t* stages,
                                            std::uint8_t* issue_stage, core::TokenRange range, int warp, int my_tiles,
                                            int g, int c) {
@@ -102,8 +102,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
   std::uint8_t* lut = smem + T::kLutOffset;
   float* prep = reinterpret_cast<float*>(smem + T::kPrepOffset);
   __shared__ std::uint32_t centroid_half[16];
-  __shared__ float warp_max[T::kWarps][T::kHeads];
-  __shared__ float warp_sum[T::kWarps][T::kHeads];
+  __shared__ float warp_max[T::kWarps][T::kColumns];
+  __shared__ float warp_sum[T::kWarps][T::kColumns];
   __shared__ std::uint64_t stage_bars[T::kTensorCopy ? T::kWarps * T::kStages : 1];  // FastTensorLoader's
 
   const int split = blockIdx.x;
@@ -146,15 +146,16 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
   if constexpr (!T::kFp8) build_pair_table<T>(p, lut, centroid_half, tid);
   // Queries: prepared in fp32 exactly as the golden model (prepare_queries ends
   // with a barrier, which also publishes the pair table).
-  std::uint32_t qb[T::kKSteps][2];
-  prepare_query_rows<D>(p, cols.count, column_row, prep, prep + T::kHeads * D);
+  std::uint32_t qb[T::kColumnTiles][T::kKSteps][2];
+  prepare_query_rows<D>(p, cols.count, column_row, prep, prep + T::kColumns * D);
   query_fragments<T>(prep, cols.count, g, c, qb);
-  FastColumnMask mask;
-  if constexpr (kRows) mask = fast_column_mask(p, rows, cols, c);
-  const FastTileInputs<T> in{lut, static_cast<std::uint32_t>((lane % T::kLutCopies) * 4), qb, mask};
-
-  FastWarpState<T> state;
-  state.init();
+  FastTileInputs<T> in{lut, static_cast<std::uint32_t>((lane % T::kLutCopies) * 4), qb, {}};
+  FastWarpState<T> state[T::kColumnTiles];
+#pragma unroll
+  for (int n = 0; n < T::kColumnTiles; ++n) {
+    if constexpr (kRows) in.mask[n] = fast_column_mask(p, rows, cols, n, c);
+    state[n].init();
+  }
   if constexpr (T::kAos) {
     // Every slot of the head has the phase of its first (the host sends token
     // strides that are not a multiple of 4 to the strict kernel).

@@ -17,70 +17,85 @@ struct FastPartialTarget {
 
 // Every thread of the block calls it once its warp's loop is done and its
 // copies have landed. `work` is the pipeline region (reused for the warps'
-// fragments); warp_max and warp_sum are [kWarps][kHeads] of shared memory.
+// fragments); warp_max and warp_sum are [kWarps][kColumns] of shared memory.
 template <class T, class RowOf>
-__device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWarpState<T>& w,
+__device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWarpState<T> (&state)[T::kColumnTiles],
                                                    const FastPartialTarget& out, RowOf row_of, std::uint8_t* work,
-                                                   float (*warp_max)[T::kHeads], float (*warp_sum)[T::kHeads],
+                                                   float (*warp_max)[T::kColumns], float (*warp_sum)[T::kColumns],
                                                    int tid) {
   constexpr int D = T::kDim;
   constexpr int VB = T::kValueBits;
+  constexpr int NT = T::kColumnTiles;
   const int lane = tid & 31;
   const int warp = tid >> 5;
   const int g = lane >> 2;
   const int c = lane & 3;
-  // Column sums span the 8 lanes of a c.
 #pragma unroll
-  for (int x = 4; x <= 16; x <<= 1) {
-    w.l0 += __shfl_xor_sync(0xffffffffu, w.l0, x);
-    w.l1 += __shfl_xor_sync(0xffffffffu, w.l1, x);
-    w.z0 += __shfl_xor_sync(0xffffffffu, w.z0, x);
-    w.z1 += __shfl_xor_sync(0xffffffffu, w.z1, x);
-  }
-  if (g == 0) {
-    warp_max[warp][2 * c] = w.m0;
-    warp_max[warp][2 * c + 1] = w.m1;
-    warp_sum[warp][2 * c] = w.l0;
-    warp_sum[warp][2 * c + 1] = w.l1;
+  for (int n = 0; n < NT; ++n) {
+    FastWarpState<T>& w = state[n];
+    // Column sums span the 8 lanes of a c.
+#pragma unroll
+    for (int x = 4; x <= 16; x <<= 1) {
+      w.l0 += __shfl_xor_sync(0xffffffffu, w.l0, x);
+      w.l1 += __shfl_xor_sync(0xffffffffu, w.l1, x);
+      w.z0 += __shfl_xor_sync(0xffffffffu, w.z0, x);
+      w.z1 += __shfl_xor_sync(0xffffffffu, w.z1, x);
+    }
+    if (g == 0) {
+      const int k = T::kHeads * n + 2 * c;
+      warp_max[warp][k] = w.m0;
+      warp_max[warp][k + 1] = w.m1;
+      warp_sum[warp][k] = w.l0;
+      warp_sum[warp][k + 1] = w.l1;
+    }
   }
   __syncthreads();  // every warp is done with its pipeline stages and has posted its max
   pdl_launch_dependents();  // the merge grid may start launching (it waits for this grid)
-  float big0 = -core::kInf, big1 = -core::kInf;
-#pragma unroll
-  for (int v = 0; v < T::kWarps; ++v) {
-    big0 = fmaxf(big0, warp_max[v][2 * c]);
-    big1 = fmaxf(big1, warp_max[v][2 * c + 1]);
-  }
-  const float f0 = w.m0 == -core::kInf ? 0.0f : fast_exp2(w.m0 - big0);
-  const float f1 = w.m1 == -core::kInf ? 0.0f : fast_exp2(w.m1 - big1);
   // Each warp stores its rescaled fragments (value scale 2^k undone, zero-point
-  // term added) as one float4 per (m-tile, lane): conflict-free, no serialization.
-  float4* frag = reinterpret_cast<float4*>(work);  // [warps][m-tiles][32]
+  // term added) as one float4 per (column tile, m-tile, lane): conflict-free,
+  // no serialization.
+  float4* frag = reinterpret_cast<float4*>(work);  // [warps][column tiles][m-tiles][32]
 #pragma unroll
-  for (int j = 0; j < T::kMTiles; ++j) {
-    const float inv_lo = 1.0f / value_frag_scale<VB>(2 * j);  // exact: powers of two
-    const float inv_hi = 1.0f / value_frag_scale<VB>(2 * j + 1);
-    frag[(warp * T::kMTiles + j) * 32 + lane] =
-        make_float4(f0 * (w.o[j][0] * inv_lo + w.z0), f1 * (w.o[j][1] * inv_lo + w.z1),
-                    f0 * (w.o[j][2] * inv_hi + w.z0), f1 * (w.o[j][3] * inv_hi + w.z1));
+  for (int n = 0; n < NT; ++n) {
+    const FastWarpState<T>& w = state[n];
+    const int k = T::kHeads * n + 2 * c;
+    float big0 = -core::kInf, big1 = -core::kInf;
+#pragma unroll
+    for (int v = 0; v < T::kWarps; ++v) {
+      big0 = fmaxf(big0, warp_max[v][k]);
+      big1 = fmaxf(big1, warp_max[v][k + 1]);
+    }
+    const float f0 = w.m0 == -core::kInf ? 0.0f : fast_exp2(w.m0 - big0);
+    const float f1 = w.m1 == -core::kInf ? 0.0f : fast_exp2(w.m1 - big1);
+#pragma unroll
+    for (int j = 0; j < T::kMTiles; ++j) {
+      const float inv_lo = 1.0f / value_frag_scale<VB>(2 * j);  // exact: powers of two
+      const float inv_hi = 1.0f / value_frag_scale<VB>(2 * j + 1);
+      frag[((warp * NT + n) * T::kMTiles + j) * 32 + lane] =
+          make_float4(f0 * (w.o[j][0] * inv_lo + w.z0), f1 * (w.o[j][1] * inv_lo + w.z1),
+                      f0 * (w.o[j][2] * inv_hi + w.z0), f1 * (w.o[j][3] * inv_hi + w.z1));
+    }
   }
   __syncthreads();
   const core::PartialLayout pl = p.partials(D);
-  for (int i = tid; i < T::kMTiles * 32; i += T::kThreads) {
-    const int j = i / 32;
+  constexpr int kFragsPerWarp = NT * T::kMTiles * 32;
+  for (int i = tid; i < kFragsPerWarp; i += T::kThreads) {
+    const int n = i / (T::kMTiles * 32);
+    const int j = i / 32 % T::kMTiles;
     const int ln = i % 32;
-    float4 v = frag[j * 32 + ln];
+    float4 v = frag[i];
 #pragma unroll
     for (int u = 1; u < T::kWarps; ++u) {
-      const float4 x = frag[(u * T::kMTiles + j) * 32 + ln];
+      const float4 x = frag[u * kFragsPerWarp + i];
       v.x += x.x;
       v.y += x.y;
       v.z += x.z;
       v.w += x.w;
     }
-    // Fragment (m-tile j, lane ln): heads 2(ln%4), 2(ln%4)+1; local value dims
-    // 2j, 2j + 1 of lane group ln/4, adjacent dims of the output.
-    const int h = 2 * (ln & 3);
+    // Fragment (column tile n, m-tile j, lane ln): columns 8n + 2(ln%4) and
+    // the next; local value dims 2j, 2j + 1 of lane group ln/4, adjacent dims
+    // of the output.
+    const int h = T::kHeads * n + 2 * (ln & 3);
     const int d0 = T::value_dim(ln >> 2, 2 * j);
     if (h < out.columns) {
       float* dst = p.partial_acc + pl.acc_offset(row_of(h), out.split) + d0;

@@ -24,21 +24,28 @@ cudaError_t launch_fast_instance(const DecodeParams& p, const FastTensorMaps& ma
   return cudaGetLastError();
 }
 
-// Multi-token rows and windows take the kRows instance (sinks only change the merge).
+// Multi-token rows and windows take the kRows instance (sinks only change the
+// merge), with p.fast_column_tiles column tiles (fast_plan.hpp).
 template <class T>
 cudaError_t launch_fast(const DecodeParams& p, const FastTensorMaps& maps, cudaStream_t stream) {
+  if constexpr (fast_has_two_column_tiles(T::kDim)) {
+    if (p.fast_column_tiles == 2) return launch_fast_instance<WithColumnTiles<T, 2>, true>(p, maps, stream);
+  }
   return p.query_start_loc != nullptr || p.sliding_window != 0 ? launch_fast_instance<T, true>(p, maps, stream)
                                                                : launch_fast_instance<T, false>(p, maps, stream);
 }
 
-// Resident blocks per SM of one instance on the current device (cached per device; 0 on error).
+// Resident blocks per SM of one instance on the current device (cached per
+// device; 0 on error). The kRows instance has the launch bounds and shared
+// memory of the single-token one (kRows = false) of the same column tiles.
 template <class T>
 int fast_occupancy() {
   static PerDeviceInt attr_cache, blocks_cache;
+  constexpr bool kRows = T::kColumnTiles > 1;  // the only instance with more column tiles
   return blocks_cache.get([] {
-    if (set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T, false>, T::kSmemBytes) != cudaSuccess) return 0;
-    int n = 0;  // the kRows instance has the same launch bounds and shared memory
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fast_decode_kernel<T, false>, T::kThreads, T::kSmemBytes) !=
+    if (set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T, kRows>, T::kSmemBytes) != cudaSuccess) return 0;
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fast_decode_kernel<T, kRows>, T::kThreads, T::kSmemBytes) !=
         cudaSuccess) {
       return 0;
     }
@@ -88,10 +95,17 @@ Status launch_fast_decode_dim(const DecodeParams& p, const FastTensorMaps& maps,
 }
 
 template <int D, bool kTensorCopyInstances>
-int fast_decode_occupancy_dim(const core::Format& f) {
+int fast_decode_occupancy_dim(const core::Format& f, int column_tiles) {
   int blocks = 0;
   (void)dispatch_fast<D, kTensorCopyInstances>(f, kTensorCopyInstances, "fast decode", [&](auto traits) {
-    blocks = fast_occupancy<decltype(traits)>();
+    using T = decltype(traits);
+    if constexpr (fast_has_two_column_tiles(D)) {
+      if (column_tiles == 2) {
+        blocks = fast_occupancy<WithColumnTiles<T, 2>>();
+        return Status();
+      }
+    }
+    blocks = fast_occupancy<T>();
     return Status();
   });
   return blocks;

@@ -37,28 +37,32 @@ __device__ __forceinline__ void build_pair_table(const DecodeParams& p, std::uin
   }
 }
 
-// This lane's B fragments of Q^T from the prepared query q[kHeads][D]: head g,
-// the lane's key dims (T::key_dim) 4ks + {0, 1} and {2, 3}; heads past
-// `heads` are zero columns.
+// This lane's B fragments of Q^T from the prepared query q[kColumns][D]: in
+// column tile n, column 8n + g, the lane's key dims (T::key_dim) 4ks + {0, 1}
+// and {2, 3}; columns past `columns` are zero.
 template <class T>
-__device__ __forceinline__ void query_fragments(const float* prep, int heads, int g, int c,
-                                                std::uint32_t (&qb)[T::kKSteps][2]) {
-  const float* q = prep + g * T::kDim;
+__device__ __forceinline__ void query_fragments(const float* prep, int columns, int g, int c,
+                                                std::uint32_t (&qb)[T::kColumnTiles][T::kKSteps][2]) {
 #pragma unroll
-  for (int ks = 0; ks < T::kKSteps; ++ks) qb[ks][0] = qb[ks][1] = 0u;
-  if (g < heads) {
+  for (int n = 0; n < T::kColumnTiles; ++n) {
+    const int column = T::kHeads * n + g;
+    const float* q = prep + column * T::kDim;
 #pragma unroll
-    for (int ks = 0; ks < T::kKSteps; ++ks) {
-      qb[ks][0] = pack_half2(q[T::key_dim(c, 4 * ks)], q[T::key_dim(c, 4 * ks + 1)]);
-      qb[ks][1] = pack_half2(q[T::key_dim(c, 4 * ks + 2)], q[T::key_dim(c, 4 * ks + 3)]);
+    for (int ks = 0; ks < T::kKSteps; ++ks) qb[n][ks][0] = qb[n][ks][1] = 0u;
+    if (column < columns) {
+#pragma unroll
+      for (int ks = 0; ks < T::kKSteps; ++ks) {
+        qb[n][ks][0] = pack_half2(q[T::key_dim(c, 4 * ks)], q[T::key_dim(c, 4 * ks + 1)]);
+        qb[n][ks][1] = pack_half2(q[T::key_dim(c, 4 * ks + 2)], q[T::key_dim(c, 4 * ks + 3)]);
+      }
     }
   }
 }
 
-// One warp's online-softmax state over its tiles, per lane: the O^T fragments
-// (dim row g, heads 2c, 2c+1), (dim row g + 8, heads 2c, 2c+1) and, for heads
-// 2c and 2c + 1, the running max and this lane's shares of the sum and of
-// sum p * zero.
+// One warp's online-softmax state over its tiles for one column tile, per
+// lane: the O^T fragments (dim row g, columns 2c, 2c+1), (dim row g + 8,
+// columns 2c, 2c+1) and, for columns 2c and 2c + 1, the running max and this
+// lane's shares of the sum and of sum p * zero.
 template <class T>
 struct FastWarpState {
   float o[T::kMTiles][4];
@@ -76,69 +80,21 @@ struct FastWarpState {
 };
 
 // What the tile step needs besides the staged tile: the pair table, this
-// lane's copy offset in it, the query's B fragments and the lane's column mask.
+// lane's copy offset in it, the query's B fragments and the lane's column
+// masks, per column tile.
 template <class T>
 struct FastTileInputs {
   const std::uint8_t* lut;
   std::uint32_t lut_lane_off;
-  const std::uint32_t (&qb)[T::kKSteps][2];
-  FastColumnMask mask;
+  const std::uint32_t (&qb)[T::kColumnTiles][T::kKSteps][2];
+  FastColumnMask mask[T::kColumnTiles];
 };
 
-// Folds the staged tile `st` (first token at position tok0; its first `valid`
-// tokens count), read through `stage`, into `w`.
-template <class T, bool kRows, class Stage>
-__device__ __forceinline__ void fast_tile(FastWarpState<T>& w, const FastTileInputs<T>& in, const Stage& stage,
-                                          const std::uint8_t* st, int tok0, int valid, int g, int c) {
-  // S^T = K Q^T: rows tokens g, g + 8; columns heads 2c, 2c + 1.
-  std::uint32_t kw[2][T::kKeyWords];
-  stage.load_keys(st, kw);
-  // Two accumulator chains (even and odd k-steps) halve the dependent mma latency.
-  float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  float s_odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  // T::kNormFromGram: the Gram blocks K K[0:8]^T and K K[8:16]^T of the tile's
-  // centroids (the A fragment's own registers are the B fragments of its
-  // rows), whose diagonals are the tokens' squared centroid norms.
-  float glo[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  float ghi[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-  for (int ks = 0; ks < T::kKSteps; ++ks) {
-    uint4 a;
-    key_fragment<T::kKeyBits, T::kLutShift, T::kFp8Format>(kw[0], ks, in.lut, in.lut_lane_off, a.x, a.z);
-    key_fragment<T::kKeyBits, T::kLutShift, T::kFp8Format>(kw[1], ks, in.lut, in.lut_lane_off, a.y, a.w);
-    mma_16816(ks % 2 ? s_odd : s, a, in.qb[ks][0], in.qb[ks][1]);
-    if constexpr (T::kNormFromGram) {
-      mma_16816(glo, a, a.x, a.z);
-      mma_16816(ghi, a, a.y, a.w);
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < 4; ++i) s[i] += s_odd[i];
-  float scale0, scale1, zero0, zero1;
-  stage.value_meta(st, scale0, scale1, zero0, zero1);
-  if constexpr (!T::kFp8) {
-    float n0, n1;
-    stage.key_norms(st, glo, ghi, n0, n1);
-    s[0] *= n0;
-    s[1] *= n0;
-    s[2] *= n1;
-    s[3] *= n1;
-  }
-  if (valid < T::kTile) {  // the split's last tile: tokens past its end weigh nothing
-    if (g >= valid) {
-      s[0] = s[1] = -core::kInf;
-      scale0 = zero0 = 0.0f;
-    }
-    if (g + 8 >= valid) {
-      s[2] = s[3] = -core::kInf;
-      scale1 = zero1 = 0.0f;
-    }
-  }
-  // Multi-token rows and windows: tokens a column does not attend to weigh nothing for it.
-  if constexpr (kRows) {
-    if (in.mask.needed(tok0, T::kTile)) in.mask.apply(tok0 + g, s, scale0, zero0, scale1, zero1);
-  }
-  // Online softmax (base 2) per head column; the column max spans the 8 lanes of a c.
+// The online softmax (base 2) of one column tile's scores s (tokens g, g + 8;
+// columns 2c, 2c + 1) folded into w: on return s holds the probabilities.
+// The column max spans the 8 lanes of a c.
+template <class T>
+__device__ __forceinline__ void fast_softmax_step(FastWarpState<T>& w, float (&s)[4], float zero0, float zero1) {
   float mx0 = fmaxf(s[0], s[2]);
   float mx1 = fmaxf(s[1], s[3]);
 #pragma unroll
@@ -171,16 +127,89 @@ __device__ __forceinline__ void fast_tile(FastWarpState<T>& w, const FastTileInp
       w.o[j][3] *= alpha1;
     }
   }
-  // O^T += V^T (P^T * scale). B: tokens 2c, 2c+1 | 8+2c, 9+2c (k) x head g (n).
-  const std::uint32_t pb0 = transpose_8x8(pack_half2(s[0] * scale0, s[1] * scale0));
-  const std::uint32_t pb1 = transpose_8x8(pack_half2(s[2] * scale1, s[3] * scale1));
+}
+
+// Folds the staged tile `st` (first token at position tok0; its first `valid`
+// tokens count), read through `stage`, into the column tiles' states `w`:
+// every key and value fragment is dequantized once and feeds one mma per
+// column tile.
+template <class T, bool kRows, class Stage>
+__device__ __forceinline__ void fast_tile(FastWarpState<T> (&w)[T::kColumnTiles], const FastTileInputs<T>& in,
+                                          const Stage& stage, const std::uint8_t* st, int tok0, int valid, int g,
+                                          int c) {
+  constexpr int NT = T::kColumnTiles;
+  // S^T = K Q^T: rows tokens g, g + 8; columns 2c, 2c + 1 of each column tile.
+  std::uint32_t kw[2][T::kKeyWords];
+  stage.load_keys(st, kw);
+  // Two accumulator chains (even and odd k-steps) halve the dependent mma latency.
+  float s[NT][4], s_odd[NT][4];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s[n][i] = s_odd[n][i] = 0.0f;
+  }
+  // T::kNormFromGram: the Gram blocks K K[0:8]^T and K K[8:16]^T of the tile's
+  // centroids (the A fragment's own registers are the B fragments of its
+  // rows), whose diagonals are the tokens' squared centroid norms.
+  float glo[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float ghi[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int ks = 0; ks < T::kKSteps; ++ks) {
+    uint4 a;
+    key_fragment<T::kKeyBits, T::kLutShift, T::kFp8Format>(kw[0], ks, in.lut, in.lut_lane_off, a.x, a.z);
+    key_fragment<T::kKeyBits, T::kLutShift, T::kFp8Format>(kw[1], ks, in.lut, in.lut_lane_off, a.y, a.w);
+#pragma unroll
+    for (int n = 0; n < NT; ++n) mma_16816(ks % 2 ? s_odd[n] : s[n], a, in.qb[n][ks][0], in.qb[n][ks][1]);
+    if constexpr (T::kNormFromGram) {
+      mma_16816(glo, a, a.x, a.z);
+      mma_16816(ghi, a, a.y, a.w);
+    }
+  }
+  float scale0, scale1, zero0, zero1;
+  stage.value_meta(st, scale0, scale1, zero0, zero1);
+  float n0 = 1.0f, n1 = 1.0f;
+  if constexpr (!T::kFp8) stage.key_norms(st, glo, ghi, n0, n1);
+  const bool tail = valid < T::kTile;  // the split's last tile: tokens past its end weigh nothing
+  if (tail) {
+    if (g >= valid) scale0 = zero0 = 0.0f;
+    if (g + 8 >= valid) scale1 = zero1 = 0.0f;
+  }
+  std::uint32_t pb0[NT], pb1[NT];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s[n][i] += s_odd[n][i];
+    if constexpr (!T::kFp8) {
+      s[n][0] *= n0;
+      s[n][1] *= n0;
+      s[n][2] *= n1;
+      s[n][3] *= n1;
+    }
+    if (tail) {
+      if (g >= valid) s[n][0] = s[n][1] = -core::kInf;
+      if (g + 8 >= valid) s[n][2] = s[n][3] = -core::kInf;
+    }
+    // Multi-token rows and windows: tokens a column does not attend to weigh
+    // nothing for it (every column tile drops the same metadata).
+    if constexpr (kRows) {
+      if (in.mask[n].needed(tok0, T::kTile)) in.mask[n].apply(tok0 + g, s[n], scale0, zero0, scale1, zero1);
+    }
+    fast_softmax_step<T>(w[n], s[n], zero0, zero1);
+  }
+  // O^T += V^T (P^T * scale). B: tokens 2c, 2c+1 | 8+2c, 9+2c (k) x column g (n).
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    pb0[n] = transpose_8x8(pack_half2(s[n][0] * scale0, s[n][1] * scale0));
+    pb1[n] = transpose_8x8(pack_half2(s[n][2] * scale1, s[n][3] * scale1));
+  }
   std::uint32_t vw[4][T::kValueWords];
   stage.load_values(st, vw);
 #pragma unroll
   for (int j = 0; j < T::kMTiles; ++j) {
     const uint4 a = make_uint4(value_fragment<T::kValueBits>(vw[0], vw[1], 2 * j), value_fragment<T::kValueBits>(vw[0], vw[1], 2 * j + 1),
                                value_fragment<T::kValueBits>(vw[2], vw[3], 2 * j), value_fragment<T::kValueBits>(vw[2], vw[3], 2 * j + 1));
-    mma_16816(w.o[j], a, pb0, pb1);
+#pragma unroll
+    for (int n = 0; n < NT; ++n) mma_16816(w[n].o[j], a, pb0[n], pb1[n]);
   }
 }
 

@@ -43,11 +43,28 @@ TQ_HD constexpr int plan_nonempty(bool tile_aligned, int seq_len, int splits) {
 }
 
 // Multi-token rows (query_rows.cuh's FastRows): a block takes several rows of
-// one sequence as its mma columns.
+// one sequence as its mma columns, 8 per column tile.
+//
+// Column tiles per block: two for multi-token rows with more than 8 (row,
+// head) columns per sequence on average (rows x group > 8 x batch: the host's
+// view, query_start_loc stays on the device) and a group of at most 8, so that
+// each dequantized key and value fragment feeds two mma (the tile is read and
+// dequantized once for 16 columns instead of twice); one otherwise. D 256
+// keeps one: its O^T fragments alone would take 128 registers per column tile.
+TQ_HD constexpr bool fast_has_two_column_tiles(int head_dim) { return head_dim <= 128; }
+TQ_HD constexpr int fast_column_tiles(bool has_query_start_loc, int group, std::int64_t rows, int batch,
+                                      int head_dim) {
+  return has_query_start_loc && fast_has_two_column_tiles(head_dim) && group <= kFastHeadsPerBlock &&
+                 rows * group > std::int64_t{kFastHeadsPerBlock} * batch
+             ? 2
+             : 1;
+}
 // Rows per fast block: one without query_start_loc (a row is a sequence);
-// with it, as many rows as leave room for the chunk's heads in N = 8.
-TQ_HD constexpr int fast_rows_per_block(bool has_query_start_loc, int group) {
-  return !has_query_start_loc || group >= kFastHeadsPerBlock ? 1 : kFastHeadsPerBlock / group;
+// with it, as many rows as leave room for the chunk's heads in the block's
+// 8 x column_tiles columns.
+TQ_HD constexpr int fast_rows_per_block(bool has_query_start_loc, int group, int column_tiles = 1) {
+  const int columns = kFastHeadsPerBlock * column_tiles;
+  return !has_query_start_loc || group >= columns ? 1 : columns / group;
 }
 // The fast grid's z extent. With query_start_loc, sequence b owns the block
 // indices [C_b, C_{b+1}) with C_b = query_start_loc[b] / R + b: at least
@@ -58,6 +75,10 @@ TQ_HD constexpr std::int64_t fast_row_blocks(bool has_query_start_loc, int rows,
 }
 
 static_assert(fast_row_blocks(true, 10, 3, 2) == 8 && fast_rows_per_block(true, 4) == 2 && fast_rows_per_block(true, 16) == 1);
+static_assert(fast_rows_per_block(true, 4, 2) == 4 && fast_rows_per_block(true, 8, 2) == 2 && fast_rows_per_block(true, 3, 2) == 5);
+static_assert(fast_column_tiles(true, 4, 32, 16, 128) == 1 && fast_column_tiles(true, 4, 33, 16, 128) == 2);
+static_assert(fast_column_tiles(false, 4, 64, 1, 128) == 1 && fast_column_tiles(true, 4, 64, 1, 256) == 1 &&
+              fast_column_tiles(true, 16, 64, 1, 128) == 1);
 
 static_assert(fast_split_range(4096, 32, 1).begin == 128);
 static_assert(fast_split_range(4096, 128, 1).begin == 64);

@@ -16,9 +16,11 @@ constexpr int gcd_int(int a, int b) { return b == 0 ? a : gcd_int(b, a % b); }
 constexpr int max_int(int a, int b) { return a > b ? a : b; }
 constexpr int log2_int(int a) { return a <= 1 ? 0 : 1 + log2_int(a / 2); }
 // TC: tiles arrive by tensor copies (tensor_box.hpp) into the same stage
-// rows as the cp.async loader's.
+// rows as the cp.async loader's. NT: column tiles, the mma n-tiles of 8 columns
+// a warp computes from each dequantized fragment (fast_plan.hpp's
+// fast_column_tiles: 2 for multi-token rows with more than 8 columns).
 template <int D, int KB, int VB, core::LayoutKind L = core::LayoutKind::kSoA,
-          core::Fp8Format F8 = core::Fp8Format::kE4m3, bool TC = false>
+          core::Fp8Format F8 = core::Fp8Format::kE4m3, bool TC = false, int NT = 1>
 struct FastTraits {
   static constexpr int kDim = D;
   static constexpr int kKeyBits = KB;
@@ -31,9 +33,13 @@ struct FastTraits {
   // 3-bit table (8 KB) and FP8 keys do better with blocks of four.
   static constexpr int kWarps = KB == 4 ? 8 : 4;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kMinBlocks = (D <= 128 ? 16 : 8) / kWarps;  // 16 (8) warps per SM
+  static constexpr int kColumnTiles = NT;
+  // 16 (8) warps per SM; half as many with two column tiles (their O^T
+  // fragments take twice the registers).
+  static constexpr int kMinBlocks = max_int((D <= 128 ? 16 : 8) / kWarps / NT, 1);
   static constexpr int kStages = 3;
-  static constexpr int kHeads = kFastHeadsPerBlock;  // mma N: query heads
+  static constexpr int kHeads = kFastHeadsPerBlock;  // mma N: the columns of one column tile
+  static constexpr int kColumns = kHeads * NT;       // (row, head) columns of a block
   static constexpr int kTile = 16;                   // tokens per tile: mma M for S^T, mma K for O^T
   static constexpr bool kFp8 = KB == core::kFp8KeyBits;
   // The format's sizes (norm correction and the FP8 flavour change none of them).
@@ -112,10 +118,10 @@ struct FastTraits {
   // Tensor copies write 128-byte aligned stages (and the SoA metadata box at
   // kTile * kRowBytes, a multiple of 256): the kernel rounds the work region's start up.
   static constexpr int kWorkAlign = TC ? 128 : 16;
-  static constexpr int kPrepBytes = 2 * kHeads * D * 4;  // prepared query + dense-rotation scratch
+  static constexpr int kPrepBytes = 2 * kColumns * D * 4;  // prepared query + dense-rotation scratch
   // The final combine: each warp's accumulator fragments as float4 per (m-tile,
   // lane). It reuses the pipeline region (every warp is past its loop by then).
-  static constexpr int kCombineBytes = kWarps * kMTiles * 32 * 16;
+  static constexpr int kCombineBytes = kWarps * NT * kMTiles * 32 * 16;
   static constexpr int kWorkBytes = max_int(kPipeBytes, kCombineBytes) + (kWorkAlign - 16);
   static constexpr int kLutOffset = kWorkBytes;
   static constexpr int kPrepOffset = kWorkBytes + kLutBytes;
@@ -123,9 +129,15 @@ struct FastTraits {
   static_assert(kAos || kRecordBytes % 4 == 0, "SoA records must allow 4-byte copies");
   static_assert(!TC || (kTensorCopyFits && kStageBytes % 128 == 0), "tensor-copy stages");
   static_assert(D % 64 == 0, "D/4 dims per lane must hold whole 3-bit groups and whole words");
+  static_assert(NT == 1 || (NT == 2 && D <= 128), "two column tiles only up to D 128 (registers)");
   static_assert(!kKeyWordsInterleaved || kKeyChunk % 4 == 0, "interleaved key words");
   static_assert(!kValueWordsInterleaved || kValueChunk % 4 == 0, "interleaved value words");
 };
+
+// T with NT column tiles.
+template <class T, int NT>
+using WithColumnTiles =
+    FastTraits<T::kDim, T::kKeyBits, T::kValueBits, T::kLayout, T::kFp8Format, T::kTensorCopy, NT>;
 
 // The power of two the value codes of local dim j carry in their A fragment
 // (value_fragment leaves them at their bit position); undone in the epilogue.

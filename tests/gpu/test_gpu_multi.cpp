@@ -7,11 +7,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/multi_problem.hpp"
+#include "fast_plan.hpp"
 #include "gpu_test_support.hpp"
 
 namespace turboquant {
@@ -110,6 +113,48 @@ TEST(GpuMultiToken, SequencesWithoutRowsAndWindowsInsideATile) {
     spec.sinks = testing::sink_values(spec.base.num_kv_heads * 4, 5);
     SCOPED_TRACE(spec.name());
     expect_both_modes(make_multi_problem(spec), 32);
+  }
+}
+
+// The fast kernel's column tiles (fast_plan.hpp) for a multi-token problem.
+int column_tiles_of(const MultiProblem& m) {
+  const int group = m.p.num_q_heads / m.p.layout.num_kv_heads;
+  return cuda::detail::fast_column_tiles(true, group, m.rows, m.p.batch, m.p.layout.format.head_dim);
+}
+
+// The grid above runs both fast instances of multi-token rows: one column tile
+// (8 columns) and two (16: each dequantized fragment feeds two mma).
+TEST(GpuMultiToken, TheGridCoversOneAndTwoColumnTiles) {
+  int tiles[3] = {0, 0, 0};
+  for (std::size_t i = 0; i < combos().size(); ++i) {
+    ++tiles[column_tiles_of(make_multi_problem(testing::spec_of(combos()[i], 101 + static_cast<std::uint32_t>(i))))];
+  }
+  std::printf("combos with 1 / 2 column tiles: %d / %d\n", tiles[1], tiles[2]);
+  EXPECT_GE(tiles[1], 5);
+  EXPECT_GE(tiles[2], 20);
+}
+
+// Two column tiles with a group that does not divide them (5 rows x 3 heads =
+// 15 columns, a row across the tiles' boundary), D 64 and 128, both layouts,
+// windows and sinks; and the same rows with GQA 8 (2 rows x 8 heads).
+TEST(GpuMultiToken, TwoColumnTilesWithRowsAcrossTheTileBoundary) {
+  TQ_REQUIRE_DEVICE();
+  for (const auto [layout, dims, group] : {std::tuple{LayoutKind::kSoA, 128, 3}, std::tuple{LayoutKind::kAoS, 64, 3},
+                                          std::tuple{LayoutKind::kAoS, 128, 8}, std::tuple{LayoutKind::kSoA, 64, 8}}) {
+    testing::MultiSpec spec;
+    spec.base.format = preset_format(Preset::k4BitNc, dims, layout);
+    spec.base.num_kv_heads = 2;
+    spec.base.group = group;
+    spec.base.block_size = 16;
+    spec.base.seq_lens = {90, 7, 260};
+    spec.base.seed = 31;
+    spec.q_lens = {11, 7, 6};
+    spec.window = 45;
+    spec.sinks = testing::sink_values(spec.base.num_kv_heads * group, 3);
+    SCOPED_TRACE(spec.name());
+    const MultiProblem m = make_multi_problem(spec);
+    ASSERT_EQ(column_tiles_of(m), 2);
+    expect_both_modes(m, 32);
   }
 }
 

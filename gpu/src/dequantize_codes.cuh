@@ -37,20 +37,21 @@ __device__ __forceinline__ void load_half_shifted(const std::uint8_t* p, std::ui
 
 // kBytes bytes at `p` (2-byte aligned at least: the dequantize checks the
 // cache pointer, and record and field offsets are even) in the widest loads
-// its address allows.
+// its address allows. Only alignments that change the loads get a branch: a
+// 12-byte (3-bit) chunk takes the same three words at 4, 8 or 16, and every
+// further branch splits the warp's lanes once more.
 template <int kBytes>
 __device__ __forceinline__ void load_any(const std::uint8_t* p, std::uint32_t (&w)[kBytes / 4]) {
   static_assert(kBytes % 4 == 0, "code chunks are whole words");
   const std::uintptr_t a = address_of(p);
-  if (a % 16 == 0) {
-    load_chunk<kBytes, 16>(p, w);
-  } else if (a % 8 == 0) {
-    load_chunk<kBytes, 8>(p, w);
-  } else if (a % 4 == 0) {
-    load_chunk<kBytes, 4>(p, w);
-  } else {
-    load_half_shifted<kBytes>(p, w);
+  if constexpr (kBytes % 16 == 0) {
+    if (a % 16 == 0) return load_chunk<kBytes, 16>(p, w);
   }
+  if constexpr (kBytes % 8 == 0) {
+    if (a % 8 == 0) return load_chunk<kBytes, 8>(p, w);
+  }
+  if (a % 4 == 0) return load_chunk<kBytes, 4>(p, w);
+  load_half_shifted<kBytes>(p, w);
 }
 
 __device__ __forceinline__ std::uint32_t shfl_xor(std::uint32_t v, int m) { return __shfl_xor_sync(kFullWarp, v, m); }

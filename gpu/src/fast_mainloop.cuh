@@ -165,30 +165,41 @@ __device__ __forceinline__ void fast_tile(FastWarpState<T> (&w)[T::kColumnTiles]
       mma_16816(ghi, a, a.y, a.w);
     }
   }
-  float scale0, scale1, zero0, zero1;
-  stage.value_meta(st, scale0, scale1, zero0, zero1);
-  float n0 = 1.0f, n1 = 1.0f;
-  if constexpr (!T::kFp8) stage.key_norms(st, glo, ghi, n0, n1);
-  const bool tail = valid < T::kTile;  // the split's last tile: tokens past its end weigh nothing
-  if (tail) {
-    if (g >= valid) scale0 = zero0 = 0.0f;
-    if (g + 8 >= valid) scale1 = zero1 = 0.0f;
-  }
-  std::uint32_t pb0[NT], pb1[NT];
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) s[n][i] += s_odd[n][i];
-    if constexpr (!T::kFp8) {
+  }
+  float scale0, scale1, zero0, zero1;
+  stage.value_meta(st, scale0, scale1, zero0, zero1);
+  if constexpr (!T::kFp8) {
+    float n0, n1;
+    stage.key_norms(st, glo, ghi, n0, n1);
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
       s[n][0] *= n0;
       s[n][1] *= n0;
       s[n][2] *= n1;
       s[n][3] *= n1;
     }
-    if (tail) {
-      if (g >= valid) s[n][0] = s[n][1] = -core::kInf;
-      if (g + 8 >= valid) s[n][2] = s[n][3] = -core::kInf;
+  }
+  // One branch for the whole tail (a second one per tile cost 2-3% of the
+  // single-token time on SoA 4bit_nc and 3bit_nc, PERFORMANCE.md round 13).
+  if (valid < T::kTile) {  // the split's last tile: tokens past its end weigh nothing
+    if (g >= valid) {
+      scale0 = zero0 = 0.0f;
+#pragma unroll
+      for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = -core::kInf;
     }
+    if (g + 8 >= valid) {
+      scale1 = zero1 = 0.0f;
+#pragma unroll
+      for (int n = 0; n < NT; ++n) s[n][2] = s[n][3] = -core::kInf;
+    }
+  }
+  std::uint32_t pb0[NT], pb1[NT];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
     // Multi-token rows and windows: tokens a column does not attend to weigh
     // nothing for it (every column tile drops the same metadata).
     if constexpr (kRows) {

@@ -23,7 +23,8 @@
 #                    --shape 1x4096,32x8192,16x32768; both layouts by default)
 #   TQ_COMPARE_ARGS  extra arguments of both binaries in the compare step (older
 #                    binaries know --quick, --preset, --shape BxS and --mode; the
-#                    current one is run with --layout soa, the layout they measure)
+#                    current one is run with --layout soa, the layout they measure,
+#                    unless the arguments name a --layout for both)
 # Stops starting new steps when less than TQ_RESERVE_S seconds of the
 # TQ_BUDGET_S budget remain (the device command limit is 600 s).
 set -u
@@ -71,10 +72,11 @@ build() {
   fi
 }
 compare() {
-  local rounds=${TQ_COMPARE_ROUNDS:-3} i
+  local rounds=${TQ_COMPARE_ROUNDS:-3} i layout=(--layout soa)
+  [[ " ${TQ_COMPARE_ARGS:-} " == *" --layout "* ]] && layout=()
   for ((i = 1; i <= rounds; ++i)); do
     "$TQ_BASELINE_BENCH" ${TQ_COMPARE_ARGS:-} --csv "$OUT/compare-baseline-$i.csv" > /dev/null || return 1
-    $B/bench/gpu/bench_gpu ${TQ_COMPARE_ARGS:-} --layout soa --csv "$OUT/compare-current-$i.csv" > /dev/null || return 1
+    $B/bench/gpu/bench_gpu ${TQ_COMPARE_ARGS:-} "${layout[@]}" --csv "$OUT/compare-current-$i.csv" > /dev/null || return 1
   done
   python3 bench/gpu/compare_bench.py --baseline "$OUT"/compare-baseline-*.csv --current "$OUT"/compare-current-*.csv
 }

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The current tree's fast decode against an older commit's, in one device call:
-# both built on the device, then bench_gpu --mode fast --layout both of each,
-# interleaved (TQ_ROUNDS rounds, default 3), and compare_bench.py over the CSVs.
+# the older source is built on the device next to this tree, then run_h200.sh's
+# compare step times both (--mode fast --layout both, interleaved
+# TQ_COMPARE_ROUNDS times) and compare_bench.py reports the ratios.
 # The older source travels in the ignored .gpu-deps (here, before the call):
 #   rm -rf .gpu-deps/baseline-src && mkdir -p .gpu-deps/baseline-src &&
 #   git archive <commit> -- . ':!tests/data' | tar -x -C .gpu-deps/baseline-src
 # Device command: OUT=$OUT bash bench/gpu/run_h200_against_source.sh [run_h200.sh steps]
-# (default steps build,test,multi; carry .gpu-deps). PERFORMANCE.md round 13 ran these
-# commands from a script in .gpu-deps; this copy of them has not run in this form.
+# (default steps build,test,multi; carry .gpu-deps). PERFORMANCE.md round 13 ran the
+# same builds and timings from a script in .gpu-deps; this form has not run yet.
 set -uo pipefail
 steps=${1:-build,test,multi}
 source .gpu-deps/setup.sh > /dev/null 2>&1
@@ -18,12 +19,9 @@ baseline_build=$!
 TQ_BUDGET_S=${TQ_BUDGET_S:-380} bash bench/gpu/run_h200.sh "$steps" 2>&1 |
   grep -v '^\[ \|^\[--\|^$\|ptxas\|Building\|Linking' | tail -12
 wait $baseline_build || { echo "baseline build failed"; tail -20 "$OUT/baseline-build.log"; exit 1; }
-for ((i = 1; i <= ${TQ_ROUNDS:-3}; ++i)); do
-  timeout 100 /tmp/baseline/bench/gpu/bench_gpu --mode fast --layout both --csv "$OUT/cmp-base-$i.csv" > /dev/null 2>&1
-  timeout 100 build-gpu/bench/gpu/bench_gpu --mode fast --layout both --csv "$OUT/cmp-cur-$i.csv" > /dev/null 2>&1
-done
-python3 bench/gpu/compare_bench.py --baseline "$OUT"/cmp-base-*.csv --current "$OUT"/cmp-cur-*.csv --limit 1.02
+TQ_BUDGET_S=150 TQ_BASELINE_BENCH=/tmp/baseline/bench/gpu/bench_gpu TQ_COMPARE_ARGS="--mode fast --layout both" \
+  bash bench/gpu/run_h200.sh compare
 rc=$?
 # Few files come back from a device call: the CSVs in one archive.
-(cd "$OUT" && tar czf compare.tgz cmp-*.csv && rm -f cmp-*.csv baseline-build.log build.log info.log)
+(cd "$OUT" && tar czf compare.tgz compare-*.csv && rm -f compare-*.csv baseline-build.log build.log info.log)
 exit $rc

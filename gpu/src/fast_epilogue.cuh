@@ -122,4 +122,50 @@ __device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWa
   }
 }
 
+// Head teams (fast_plan.hpp): the warp's own columns are the whole partial
+// (no other warp saw their tiles), so each lane writes its fragments straight
+// to the workspace. Lanes of a c hold the same two columns.
+template <class T, class RowOf>
+__device__ __forceinline__ void fast_write_warp_partial(const DecodeParams& p, FastWarpState<T>& w,
+                                                        const FastPartialTarget& out, RowOf row_of, int lane) {
+  static_assert(T::kColumnTiles == 1, "head teams have one column tile");
+  constexpr int VB = T::kValueBits;
+  const int g = lane >> 2;
+  const int c = lane & 3;
+#pragma unroll
+  for (int x = 4; x <= 16; x <<= 1) {
+    w.l0 += __shfl_xor_sync(0xffffffffu, w.l0, x);
+    w.l1 += __shfl_xor_sync(0xffffffffu, w.l1, x);
+    w.z0 += __shfl_xor_sync(0xffffffffu, w.z0, x);
+    w.z1 += __shfl_xor_sync(0xffffffffu, w.z1, x);
+  }
+  pdl_launch_dependents();  // the merge grid may start launching (it waits for this grid)
+  const core::PartialLayout pl = p.partials(T::kDim);
+  const int h = 2 * c;
+  float* acc0 = h < out.columns ? p.partial_acc + pl.acc_offset(row_of(h), out.split) : nullptr;
+  float* acc1 = h + 1 < out.columns ? p.partial_acc + pl.acc_offset(row_of(h + 1), out.split) : nullptr;
+#pragma unroll
+  for (int j = 0; j < T::kMTiles; ++j) {
+    // (dim row g, columns 2c, 2c + 1), (dim row g + 8, ...): local value dims
+    // 2j and 2j + 1 of lane group g, adjacent dims of the output.
+    const float inv_lo = 1.0f / value_frag_scale<VB>(2 * j);  // exact: powers of two
+    const float inv_hi = 1.0f / value_frag_scale<VB>(2 * j + 1);
+    const int d0 = T::value_dim(g, 2 * j);
+    if (acc0 != nullptr) *reinterpret_cast<float2*>(acc0 + d0) = make_float2(w.o[j][0] * inv_lo + w.z0, w.o[j][2] * inv_hi + w.z0);
+    if (acc1 != nullptr) *reinterpret_cast<float2*>(acc1 + d0) = make_float2(w.o[j][1] * inv_lo + w.z1, w.o[j][3] * inv_hi + w.z1);
+  }
+  if (g == 0) {
+    if (acc0 != nullptr) {
+      float* ml = p.partial_ml + pl.ml_offset(row_of(h), out.split);
+      ml[0] = w.m0;
+      ml[1] = w.l0;
+    }
+    if (acc1 != nullptr) {
+      float* ml = p.partial_ml + pl.ml_offset(row_of(h + 1), out.split);
+      ml[0] = w.m1;
+      ml[1] = w.l1;
+    }
+  }
+}
+
 }  // namespace turboquant::cuda::detail

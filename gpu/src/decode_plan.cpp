@@ -254,7 +254,7 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
     const float unscale = 1.0f / s;
     for (int i = 0; i < p.codebook.size(); ++i) p.codebook.centroids[i] *= s;
     p.query_factor = core::mul_rn(p.query_factor, unscale);
-    p.fast_gram_unscale = unscale * unscale;
+    p.fast_squares_unscale = unscale * unscale;
   }
   return Status();
 }

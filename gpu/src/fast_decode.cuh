@@ -39,9 +39,9 @@
 // takes 4-byte words at the slot's phase, 4-bit / FP8 keys and 4-bit values
 // dealt out to lanes in interleaved words (the query and the output use the
 // same dim permutation), and the _nc presets' per-token norm correction needs
-// each key's squared centroid norm: two more mma per k-step (the Gram blocks
-// of the tile, whose diagonals are those norms), then core::decoded_key_norm
-// once per lane.
+// each key's squared centroid norm: one more mma per k-step (the fragment's
+// fp16 squares times ones), then core::decoded_key_norm once per lane.
+// Head teams (fast_plan.hpp) let a block's warps take neighbouring KV heads.
 //
 // Loaders: the cp.async pipeline above, or, where the format and strides allow
 // and the copies paid (tensor_box.hpp), tensor copies: one lane per warp
@@ -191,9 +191,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     const core::BlockLayout l = T::layout(p.layout);
     const bool correct = p.layout.format.norm_corrected_at_decode();
     if (aos_slot_offset(l, kv_head, 0) & 2) {
-      run(AosStage<T, 2>(l, kv_head, g, c, correct, p.fast_gram_unscale));
+      run(AosStage<T, 2>(l, kv_head, g, c, correct, p.fast_squares_unscale));
     } else {
-      run(AosStage<T, 0>(l, kv_head, g, c, correct, p.fast_gram_unscale));
+      run(AosStage<T, 0>(l, kv_head, g, c, correct, p.fast_squares_unscale));
     }
   } else {
     run(SoaStage<T>{g, c});

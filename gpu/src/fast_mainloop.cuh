@@ -148,11 +148,11 @@ __device__ __forceinline__ void fast_tile(FastWarpState<T> (&w)[T::kColumnTiles]
 #pragma unroll
     for (int i = 0; i < 4; ++i) s[n][i] = s_odd[n][i] = 0.0f;
   }
-  // T::kNormFromGram: the Gram blocks K K[0:8]^T and K K[8:16]^T of the tile's
-  // centroids (the A fragment's own registers are the B fragments of its
-  // rows), whose diagonals are the tokens' squared centroid norms.
-  float glo[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  float ghi[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  // T::kNormFromSquares: the tokens' squared centroid norms, as (K o K) 1:
+  // the fragment's squares (fp16) times a B of ones, summed over the k-steps
+  // in fp32 by the same mma (one per k-step; the Gram blocks K K^T, whose
+  // diagonals hold the same sums, took two). sq[0] is token g's, sq[2] token g + 8's.
+  float sq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
   for (int ks = 0; ks < T::kKSteps; ++ks) {
     uint4 a;
@@ -160,9 +160,9 @@ __device__ __forceinline__ void fast_tile(FastWarpState<T> (&w)[T::kColumnTiles]
     key_fragment<T::kKeyBits, T::kLutShift, T::kFp8Format>(kw[1], ks, in.lut, in.lut_lane_off, a.y, a.w);
 #pragma unroll
     for (int n = 0; n < NT; ++n) mma_16816(ks % 2 ? s_odd[n] : s[n], a, in.qb[n][ks][0], in.qb[n][ks][1]);
-    if constexpr (T::kNormFromGram) {
-      mma_16816(glo, a, a.x, a.z);
-      mma_16816(ghi, a, a.y, a.w);
+    if constexpr (T::kNormFromSquares) {
+      constexpr std::uint32_t kOnes = 0x3C003C00u;  // fp16x2 (1, 1)
+      mma_16816(sq, make_uint4(square_half2(a.x), square_half2(a.y), square_half2(a.z), square_half2(a.w)), kOnes, kOnes);
     }
   }
 #pragma unroll
@@ -174,7 +174,7 @@ __device__ __forceinline__ void fast_tile(FastWarpState<T> (&w)[T::kColumnTiles]
   stage.value_meta(st, scale0, scale1, zero0, zero1);
   if constexpr (!T::kFp8) {
     float n0, n1;
-    stage.key_norms(st, glo, ghi, n0, n1);
+    stage.key_norms(st, sq, n0, n1);
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
       s[n][0] *= n0;

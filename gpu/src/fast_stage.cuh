@@ -9,14 +9,15 @@
 //                 for every slot of a block when the token stride is a
 //                 multiple of 4), metadata read from the slot, and the key
 //                 norm corrected per token (core::decoded_key_norm) from the
-//                 squared norm of the key's fp16 centroids, the diagonal of
-//                 the Gram blocks the tile step forms on the tensor cores
-//                 (FastTraits::kNormFromGram; the table's centroids carry the
-//                 centroid scale s, so the diagonal is taken times 1 / s^2).
-//                 The fp16 centroids' own norm makes the scores' key
-//                 directions exactly unit: on the sharp vLLM case a05, rel L2
-//                 1.08e-3 against 1.17e-3 with the fp32 centroids' squares
-//                 (measured on the H200, before the centroid scale).
+//                 squared norm of the key's fp16 centroids, summed on the
+//                 tensor cores by the tile step (FastTraits::kNormFromSquares;
+//                 the table's centroids carry the centroid scale s, so the
+//                 sum is taken times 1 / s^2). The fp16 centroids' own norm
+//                 (their squares rounded to fp16, summed in fp32) makes the
+//                 scores' key directions unit to fp16 rounding: on the sharp
+//                 vLLM case a05, rel L2 1.08e-3 against 1.17e-3 with the fp32
+//                 centroids' squares (measured on the H200, before the
+//                 centroid scale, with the exact Gram diagonal).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -59,8 +60,7 @@ struct SoaStage {
     zero1 = __half2float(m[kZero + g + 8]);
   }
   // The stored norms (SoA folds the correction in at store).
-  __device__ __forceinline__ void key_norms(const std::uint8_t* st, const float (&)[4], const float (&)[4], float& n0,
-                                            float& n1) const {
+  __device__ __forceinline__ void key_norms(const std::uint8_t* st, const float (&)[4], float& n0, float& n1) const {
     constexpr int kNorm = T::field(core::MetaField::kKeyNorm) * T::kTile;
     const __half* m = meta(st);
     n0 = __half2float(m[kNorm + g]);
@@ -98,10 +98,10 @@ class AosStage {
   static_assert(kPhase == 0 || kPhase == 2, "AoS slots are 2-byte aligned");
 
   // Lane (g, c) of the warp; `correct`: the format corrects the norm at decode;
-  // `gram_unscale`: 1 / the pair table's centroid scale squared.
+  // `squares_unscale`: 1 / the pair table's centroid scale squared.
   __device__ __forceinline__ AosStage(const core::BlockLayout& l, int kv_head, int g, int c, bool correct,
-                                      float gram_unscale)
-      : g_(g), c_(c), correct_(correct), gram_unscale_(gram_unscale) {
+                                      float squares_unscale)
+      : g_(g), c_(c), correct_(correct), squares_unscale_(squares_unscale) {
     slot_g_ = aos_slot_in_stage<T>(l, kv_head, g);
     slot_v0_ = aos_slot_in_stage<T>(l, kv_head, 2 * c);
     slot_v1_ = aos_slot_in_stage<T>(l, kv_head, 2 * c + 1);
@@ -138,20 +138,15 @@ class AosStage {
     zero0 = half_at(st, slot_g_ + kZero);
     zero1 = half_at(st, slot_g_ + 8 * T::kRowBytes + kZero);
   }
-  // glo / ghi: the tile step's Gram fragments K K[0:8]^T and K K[8:16]^T; the
-  // squared centroid norm of token g is glo's diagonal entry (g, g), of token
-  // g + 8 ghi's (g + 8, g), both held by lane (g, g / 2). Lanes c = 0, 2
-  // finish token g, lanes c = 1, 3 token g + 8 (one correction per lane).
-  __device__ __forceinline__ void key_norms(const std::uint8_t* st, const float (&glo)[4], const float (&ghi)[4],
-                                            float& n0, float& n1) const {
+  // sq: the tile step's squared centroid norms (fast_tile), sq[0] of token g
+  // and sq[2] of token g + 8 in every lane. Lanes c = 0, 2 finish token g,
+  // lanes c = 1, 3 token g + 8 (one correction per lane).
+  __device__ __forceinline__ void key_norms(const std::uint8_t* st, const float (&sq)[4], float& n0, float& n1) const {
     constexpr unsigned kAll = 0xffffffffu;
-    const int diag = 4 * g_ + g_ / 2;
-    const float sum_lo = __shfl_sync(kAll, (g_ & 1) ? glo[1] : glo[0], diag);
-    const float sum_hi = __shfl_sync(kAll, (g_ & 1) ? ghi[3] : ghi[2], diag);
     const bool upper = c_ & 1;
     constexpr int kNorm = T::aos_field_offset(core::MetaField::kKeyNorm);
     const float stored = half_at(st, slot_g_ + (upper ? 8 * T::kRowBytes : 0) + kNorm);
-    const float mine = core::decoded_key_norm(stored, (upper ? sum_hi : sum_lo) * gram_unscale_, correct_);
+    const float mine = core::decoded_key_norm(stored, (upper ? sq[2] : sq[0]) * squares_unscale_, correct_);
     n0 = __shfl_sync(kAll, mine, 4 * g_);
     n1 = __shfl_sync(kAll, mine, 4 * g_ + 1);
   }
@@ -172,7 +167,7 @@ class AosStage {
 
   int g_, c_;
   bool correct_;
-  float gram_unscale_;
+  float squares_unscale_;
   int slot_g_;   // slot of token g in the stage (token g + 8: + 8 rows, same phase)
   int slot_v0_;  // slot of token 2c
   int slot_v1_;  // slot of token 2c + 1

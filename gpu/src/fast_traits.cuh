@@ -106,9 +106,9 @@ struct FastTraits {
   // 4-bit table left lanes l and l + 16 on one bank: 48% excess wavefronts.)
   static constexpr int kLutCopies = 32;
   static constexpr int kLutShift = log2_int(4 * kLutCopies);  // byte offset of entry e = e << kLutShift
-  // AoS Lloyd-Max keys: the tile step also forms the Gram blocks of the keys'
+  // AoS Lloyd-Max keys: the tile step also sums the squares of the keys'
   // centroids (the per-token norm correction, fast_stage.cuh).
-  static constexpr bool kNormFromGram = kAos && !kFp8;
+  static constexpr bool kNormFromSquares = kAos && !kFp8;
   static constexpr int kKSteps = D / 16;  // of S^T
   static constexpr int kMTiles = D / 16;  // of O^T
   // Shared memory: [work: pipeline stages | final combine] [pair table] [query].

@@ -62,6 +62,13 @@ __device__ __forceinline__ std::uint32_t pack_half2(float lo, float hi) {
   return *reinterpret_cast<const std::uint32_t*>(&h);
 }
 
+// Both fp16 halves squared (round to nearest).
+__device__ __forceinline__ std::uint32_t square_half2(std::uint32_t v) {
+  std::uint32_t r;
+  asm("mul.rn.f16x2 %0, %1, %1;\n" : "=r"(r) : "r"(v));
+  return r;
+}
+
 __device__ __forceinline__ float2 unpack_half2(std::uint32_t v) {
   return __half22float2(*reinterpret_cast<const __half2*>(&v));
 }

@@ -42,7 +42,7 @@ struct DecodeParams {
   // values of the kernel's fp16 pair table, with query_factor divided by s,
   // so that the scores (s c) . (q / s) carry less of fp16's rounding of c.
   core::Codebook codebook;
-  float fast_gram_unscale = 1.0f;  // fast AoS norm correction: 1 / s^2 times the Gram diagonal
+  float fast_squares_unscale = 1.0f;  // fast AoS norm correction: 1 / s^2 times the summed squares
   // Fast mode with tensor_copy_fits (tensor_box.hpp): tiles arrive by tensor
   // copies, described by the maps the fast kernel takes beside p.
   bool tensor_copy = false;

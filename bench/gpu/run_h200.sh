@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One full device session: build, tests, benchmarks, sanitizers; logs to $OUT.
 #   bash bench/gpu/run_h200.sh [steps]   steps: comma list of
-#   build,test,ctest,bench,multi,dequantize,cpu,compare,loader,teams,dram,sdpa,memcheck,racecheck,initcheck,
+#   build,test,ctest,bench,multi,dequantize,cpu,compare,loader,dram,sdpa,memcheck,racecheck,initcheck,
 #   synccheck,sass,ncu (default: build,test,bench,sdpa and the four sanitizers)
 #   ctest     the whole suite (CPU, tool, reliability and GPU tests; the cross-backend
 #             tests then include the CUDA backends); builds every target
@@ -16,11 +16,9 @@
 #             bench/gpu/compare_bench.py (exit 1 if a ratio exceeds 1.02)
 #   loader    bench_gpu --mode fast --layout both (TQ_LOADER_SHAPES, default 1x4096,32x8192,16x32768)
 #             with tensor copies (the default) and with TQ_FAST_LOADER=cp.async,
-#             interleaved TQ_COMPARE_ROUNDS times (default 3): loader-{default,alt}-i.csv
-#   teams     the same with the plan's head teams (the default) and TQ_FAST_HEAD_TEAMS=off
-#             (teams-{default,alt}-i.csv)
-#   dram      ncu's DRAM and L2 bytes of the fast decode, 16x32768, SoA, AoS and AoS
-#             without head teams, 4bit_nc and k8v4 (dram.log)
+#             interleaved TQ_COMPARE_ROUNDS times (default 3)
+#   dram      ncu's DRAM and L2 bytes of the fast decode, 16x32768, SoA and AoS, 4bit_nc and k8v4
+#             (dram.log; PERFORMANCE.md round 14)
 #   TQ_TEST_FILTER   gtest filter of the test step (default: all of test_gpu)
 #   TQ_CPU_BENCH_FILTER  bench_cpu filter of the cpu step (default decode-multi/.*/t2/)
 #   TQ_BENCH_ARGS    extra bench_gpu arguments of the bench step (e.g. --mode fast
@@ -84,26 +82,25 @@ compare() {
   done
   python3 bench/gpu/compare_bench.py --baseline "$OUT"/compare-baseline-*.csv --current "$OUT"/compare-current-*.csv
 }
-env_ab() {  # name VAR=value: the fast decode as planned and with VAR=value, interleaved
+loader() {
   local rounds=${TQ_COMPARE_ROUNDS:-3} i args=(--mode fast --layout both --shape "${TQ_LOADER_SHAPES:-1x4096,32x8192,16x32768}")
   for ((i = 1; i <= rounds; ++i)); do
-    $B/bench/gpu/bench_gpu "${args[@]}" --csv "$OUT/$1-default-$i.csv" || return 1
-    env "$2" $B/bench/gpu/bench_gpu "${args[@]}" --csv "$OUT/$1-alt-$i.csv" || return 1
+    $B/bench/gpu/bench_gpu "${args[@]}" --csv "$OUT/loader-tensor-$i.csv" || return 1
+    TQ_FAST_LOADER=cp.async $B/bench/gpu/bench_gpu "${args[@]}" --csv "$OUT/loader-cpasync-$i.csv" || return 1
   done
 }
 dram() {
   local m=dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum
   local preset layout
   for preset in 4bit_nc k8v4; do
-    for layout in soa aos aos-off; do
+    for layout in soa aos; do
       echo "== $preset $layout"
-      env TQ_FAST_HEAD_TEAMS=$([[ $layout == aos-off ]] && echo off || echo auto) ncu --clock-control none \
-        -k regex:fast_decode --launch-count 1 --metrics $m $B/bench/gpu/bench_gpu --reps 1 --mode fast \
-        --preset $preset --shape 16x32768 --layout ${layout%-off} || return 1
+      ncu --clock-control none -k regex:fast_decode --launch-count 1 --metrics $m $B/bench/gpu/bench_gpu --reps 1 \
+        --mode fast --preset $preset --shape 16x32768 --layout $layout || return 1
     done
   done
 }
-export -f build compare env_ab dram
+export -f build compare loader dram
 export B OUT steps
 has build && { run_step build 300 bash -c build || { log "build failed"; exit 1; }; }
 has test && run_step test 200 $B/tests/test_gpu --gtest_color=no --gtest_filter="${TQ_TEST_FILTER:-*}"
@@ -116,8 +113,7 @@ has cpu && run_step cpu-test 120 $B/tests/test_cpu --gtest_color=no \
 has cpu && run_step cpu-bench 120 taskset -c 0,1 $B/bench/cpu/bench_cpu --benchmark_filter="${TQ_CPU_BENCH_FILTER:-decode-multi/.*/t2/}" \
   --benchmark_min_time=0.2
 has compare && run_step compare 200 bash -c compare
-has loader && run_step loader 240 bash -c 'env_ab loader TQ_FAST_LOADER=cp.async'
-has teams && run_step teams 240 bash -c 'env_ab teams TQ_FAST_HEAD_TEAMS=off'
+has loader && run_step loader 240 bash -c loader
 has dram && run_step dram 150 bash -c dram
 has ctest && run_step ctest 300 bash -c "cd $B && ctest -j16 --output-on-failure"
 has sdpa && PYTHONUNBUFFERED=1 run_step sdpa 90 python3 bench/gpu/sdpa_baseline.py --csv "$OUT/sdpa.csv"

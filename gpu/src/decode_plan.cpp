@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -20,14 +19,6 @@
 
 namespace turboquant::cuda {
 namespace detail {
-
-// decode_setup.hpp. Read at every plan, so that a test can force both.
-FastHeadTeams fast_head_teams_policy() {
-  const char* v = std::getenv("TQ_FAST_HEAD_TEAMS");
-  if (v != nullptr && std::strcmp(v, "on") == 0) return FastHeadTeams::kOn;
-  if (v != nullptr && std::strcmp(v, "off") == 0) return FastHeadTeams::kOff;
-  return FastHeadTeams::kAuto;
-}
 
 // decode_setup.hpp. The search runs once per codebook and thread (the last
 // four codebooks are kept).
@@ -233,19 +224,7 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
     const std::int64_t row_blocks = (rows + p.fast_rows_per_block - 1) / p.fast_rows_per_block;
     const std::int64_t units = row_blocks * l.num_kv_heads * p.chunks_per_kv_head;
     const int resident = device_sm_count() * fast_decode_occupancy(l.format, p.tensor_copy, p.fast_column_tiles);
-    // Head teams (fast_plan.hpp) where they fit and their grid, kWarps times
-    // fewer blocks per split, still fills the GPU within the workspace's splits.
-    const std::int64_t team_units = row_blocks * (l.num_kv_heads / fast_warps(l.format.key_bits));
-    const bool team_fits = l.aos() && !out->has_query_start_loc && a.sliding_window == 0 &&
-                           (a.rotation.data == nullptr || l.format.fp8_keys()) &&
-                           fast_head_teams_fit(l.num_kv_heads, p.group, l.format.key_bits);
-    switch (fast_head_teams_policy()) {
-      case FastHeadTeams::kAuto: p.fast_head_teams = team_fits && resident > 0 && team_units * stride >= resident; break;
-      case FastHeadTeams::kOn: p.fast_head_teams = team_fits; break;
-      case FastHeadTeams::kOff: p.fast_head_teams = false; break;
-    }
-    const std::int64_t grid_units = p.fast_head_teams ? team_units : units;
-    if (resident > 0) p.plan_splits = static_cast<int>(std::clamp<std::int64_t>(resident / std::max<std::int64_t>(grid_units, 1), 1, stride));
+    if (resident > 0) p.plan_splits = static_cast<int>(std::clamp<std::int64_t>(resident / std::max<std::int64_t>(units, 1), 1, stride));
   }
   p.query_factor = core::mul_rn(a.softmax_scale, core::kLog2e);
   p.codebook = *cb;

@@ -45,13 +45,6 @@ struct WorkspaceLayout {
 };
 WorkspaceLayout workspace_layout(int batch, int num_q_heads, int num_splits, int head_dim);
 
-// Whether AoS single-token fast decodes use head teams (fast_plan.hpp): the
-// plan's choice (kAuto: where the team grid fills the GPU), or forced where
-// they fit (kOn) or never (kOff), from TQ_FAST_HEAD_TEAMS = on / off (any
-// other value: auto), read at every plan.
-enum class FastHeadTeams { kAuto, kOn, kOff };
-FastHeadTeams fast_head_teams_policy();
-
 inline int heads_per_block(bool fast, int group) { return fast ? kFastHeadsPerBlock : strict_heads_per_block(group); }
 
 // Whether a decode of this cache in this mode runs the fast kernel.

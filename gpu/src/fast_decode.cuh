@@ -41,7 +41,6 @@
 // same dim permutation), and the _nc presets' per-token norm correction needs
 // each key's squared centroid norm: one more mma per k-step (the fragment's
 // fp16 squares times ones), then core::decoded_key_norm once per lane.
-// Head teams (fast_plan.hpp) let a block's warps take neighbouring KV heads.
 //
 // Loaders: the cp.async pipeline above, or, where the format and strides allow
 // and the copies paid (tensor_box.hpp), tensor copies: one lane per warp
@@ -66,15 +65,14 @@ namespace turboquant::cuda::detail {
 
 // The warp's main loop over its tiles, reading stages through `stage`
 // (kRows: the columns carry masks, fast_columns.cuh).
-// The warp's tiles start at first_token, kStepTiles tiles apart.
-template <class T, bool kRows, int kStepTiles, class Stage, class Loader>
+template <class T, bool kRows, class Stage, class Loader>
 __device__ __forceinline__ void fast_tiles(FastWarpState<T> (&state)[T::kColumnTiles], Loader& loader,
                                            const FastTileInputs<T>& in, const Stage& stage, std::uint8_t* stages,
-                                           std::uint8_t* issue_stage, core::TokenRange range, int first_token,
-                                           int my_tiles, int g, int c) {
+                                           std::uint8_t* issue_stage, core::TokenRange range, int warp, int my_tiles,
+                                           int g, int c) {
   std::uint8_t* const last_stage = stages + (T::kStages - 1) * T::kStageBytes;
   const std::uint8_t* st = stages;
-  int tok0 = first_token;
+  int tok0 = range.begin + warp * T::kTile;
   for (int it = 0; it < my_tiles; ++it) {
     loader.wait();
     __syncwarp();
@@ -83,41 +81,34 @@ __device__ __forceinline__ void fast_tiles(FastWarpState<T> (&state)[T::kColumnT
     issue_stage = issue_stage == last_stage ? stages : issue_stage + T::kStageBytes;
     fast_tile<T, kRows>(state, in, stage, st, tok0, min(T::kTile, range.end - tok0), g, c);
     st = st == last_stage ? stages : st + T::kStageBytes;
-    tok0 += kStepTiles * T::kTile;
+    tok0 += T::kWarps * T::kTile;
   }
 }
 
 // kRows: the instance for query_start_loc rows and windows (FastRows); the
 // other one is the single-token decode, whose columns are one row's heads and
 // whose code has no masks (a register-free path: 1 us faster at 1 x 4096).
-// kTeam (single-token AoS only): head teams (fast_plan.hpp), warp w of block
-// y taking KV head y * kWarps + w and every tile of the split; each warp's
-// state is then its columns' whole partial.
 // maps: the tensor maps of T::kTensorCopy's copies (unused otherwise), a
 // __grid_constant__ so that the copy engine reads them where the launch put
 // them (64-byte aligned, as the first parameter).
-template <class T, bool kRows, bool kTeam>
+template <class T, bool kRows>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     fast_decode_kernel(const __grid_constant__ FastTensorMaps maps, DecodeParams p) {
-  static_assert(!kTeam || (T::kAos && !kRows && T::kColumnTiles == 1), "head teams: single-token AoS decode");
   constexpr int D = T::kDim;
-  constexpr int kStepTiles = kTeam ? 1 : T::kWarps;  // tiles between a warp's tiles
   extern __shared__ __align__(16) std::uint8_t smem[];
   std::uint8_t* work = smem;
   if constexpr (T::kWorkAlign > 16) work += (T::kWorkAlign - smem_addr(smem) % T::kWorkAlign) % T::kWorkAlign;
   std::uint8_t* lut = smem + T::kLutOffset;
   float* prep = reinterpret_cast<float*>(smem + T::kPrepOffset);
   __shared__ std::uint32_t centroid_half[16];
-  __shared__ float warp_max[kTeam ? 1 : T::kWarps][T::kColumns];
-  __shared__ float warp_sum[kTeam ? 1 : T::kWarps][T::kColumns];
+  __shared__ float warp_max[T::kWarps][T::kColumns];
+  __shared__ float warp_sum[T::kWarps][T::kColumns];
   __shared__ std::uint64_t stage_bars[T::kTensorCopy ? T::kWarps * T::kStages : 1];  // FastTensorLoader's
 
-  const int tid = threadIdx.x;
-  const int lane = tid & 31;
-  const int warp = tid >> 5;
   const int split = blockIdx.x;
-  const int kv_head = kTeam ? blockIdx.y * T::kWarps + warp : blockIdx.y / p.chunks_per_kv_head;
-  const int chunk = kTeam ? 0 : blockIdx.y % p.chunks_per_kv_head;
+  const int kv_head = blockIdx.y / p.chunks_per_kv_head;
+  const int chunk = blockIdx.y % p.chunks_per_kv_head;
+  const int tid = threadIdx.x;
   const FastRows rows = kRows ? fast_rows_of_block(p, blockIdx.z) : fast_single_row(p, blockIdx.z);
   if (rows.count == 0) return;
   const core::TokenRange range = rows.split_range(p.plan_splits, split);
@@ -126,55 +117,37 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
   auto column_row = [&](int k) { return kRows ? cols.row(k) : cols.first_row + k; };  // one row: contiguous heads
   const std::int32_t* block_row = p.block_table + std::int64_t{rows.b} * p.max_blocks_per_seq;
 
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
   const int g = lane >> 2;  // fragment row group: key tokens g and g + 8; value chunk g; query head g
   const int c = lane & 3;   // quad position: key chunk c; score columns (heads) 2c, 2c + 1
   const int num_tiles = (range.size() + T::kTile - 1) / T::kTile;
-  const int my_tiles = kTeam ? num_tiles : (num_tiles > warp ? (num_tiles - warp + T::kWarps - 1) / T::kWarps : 0);
-  const int first_token = range.begin + (kTeam ? 0 : warp * T::kTile);
+  const int my_tiles = num_tiles > warp ? (num_tiles - warp + T::kWarps - 1) / T::kWarps : 0;
   std::uint8_t* const stages = work + warp * T::kStages * T::kStageBytes;
-  using Loader = std::conditional_t<T::kTensorCopy, FastTensorLoader<T, kStepTiles>, FastTileLoader<T, kStepTiles>>;
-  auto make_loader = [&] {
+  using Loader = std::conditional_t<T::kTensorCopy, FastTensorLoader<T>, FastTileLoader<T>>;
+  Loader loader = [&] {
     if constexpr (T::kTensorCopy) {
-      return Loader(p, &maps, block_row, first_token, kv_head, lane, my_tiles, stage_bars + warp * T::kStages);
+      return Loader(p, &maps, block_row, range, kv_head, warp, lane, my_tiles, stage_bars + warp * T::kStages);
     } else {
-      return Loader(p, block_row, first_token, kv_head, lane, my_tiles);
+      return Loader(p, block_row, range, kv_head, warp, lane, my_tiles);
     }
-  };
-  // The pipeline's first stages: issue_first() before the preparation below,
-  // so that their latency overlaps it, unless head teams prepare their
-  // columns in the pipeline region first.
-  std::uint8_t* issue_stage = stages;
-  auto issue_first = [&](Loader& loader) {
-#pragma unroll
-    for (int s = 0; s < T::kStages - 1; ++s) {
-      if (s < my_tiles) loader.issue(issue_stage);
-      loader.commit();
-      issue_stage += T::kStageBytes;
-    }
-  };
+  }();
 
+  // The pipeline's first stages go out before the preparation below.
+  std::uint8_t* issue_stage = stages;
+#pragma unroll
+  for (int s = 0; s < T::kStages - 1; ++s) {
+    if (s < my_tiles) loader.issue(issue_stage);
+    loader.commit();
+    issue_stage += T::kStageBytes;
+  }
+
+  if constexpr (!T::kFp8) build_pair_table<T>(p, lut, centroid_half, tid);
   // Queries: prepared in fp32 exactly as the golden model (prepare_queries ends
   // with a barrier, which also publishes the pair table).
   std::uint32_t qb[T::kColumnTiles][T::kKSteps][2];
-  if constexpr (kTeam) {
-    // The block's columns: the whole groups of its KV heads, contiguous head
-    // rows (the host sends dense rotations to the other instances).
-    float* team_prep = reinterpret_cast<float*>(work);
-    const std::int64_t first_row = std::int64_t{rows.first} * p.num_q_heads + std::int64_t{blockIdx.y} * T::kWarps * p.group;
-    if constexpr (!T::kFp8) build_pair_table<T>(p, lut, centroid_half, tid);
-    prepare_queries<D>(p, first_row, T::kWarps * p.group, team_prep, nullptr);
-    query_fragments<T>(team_prep + warp * p.group * D, cols.count, g, c, qb);
-    __syncthreads();  // every warp has its fragments before the stages overwrite the region
-  }
-  Loader loader = make_loader();
-  if constexpr (!kTeam) {
-    issue_first(loader);
-    if constexpr (!T::kFp8) build_pair_table<T>(p, lut, centroid_half, tid);
-    prepare_query_rows<D>(p, cols.count, column_row, prep, prep + T::kColumns * D);
-    query_fragments<T>(prep, cols.count, g, c, qb);
-  } else {
-    issue_first(loader);
-  }
+  prepare_query_rows<D>(p, cols.count, column_row, prep, prep + T::kColumns * D);
+  query_fragments<T>(prep, cols.count, g, c, qb);
   FastTileInputs<T> in{lut, static_cast<std::uint32_t>((lane % T::kLutCopies) * 4), qb, {}};
   FastWarpState<T> state[T::kColumnTiles];
 #pragma unroll
@@ -182,28 +155,23 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     if constexpr (kRows) in.mask[n] = fast_column_mask(p, rows, cols, n, c);
     state[n].init();
   }
-  auto run = [&](const auto& stage) {
-    fast_tiles<T, kRows, kStepTiles>(state, loader, in, stage, stages, issue_stage, range, first_token, my_tiles, g, c);
-  };
   if constexpr (T::kAos) {
     // Every slot of the head has the phase of its first (the host sends token
     // strides that are not a multiple of 4 to the strict kernel).
     const core::BlockLayout l = T::layout(p.layout);
     const bool correct = p.layout.format.norm_corrected_at_decode();
     if (aos_slot_offset(l, kv_head, 0) & 2) {
-      run(AosStage<T, 2>(l, kv_head, g, c, correct, p.fast_squares_unscale));
+      const AosStage<T, 2> stage(l, kv_head, g, c, correct, p.fast_squares_unscale);
+      fast_tiles<T, kRows>(state, loader, in, stage, stages, issue_stage, range, warp, my_tiles, g, c);
     } else {
-      run(AosStage<T, 0>(l, kv_head, g, c, correct, p.fast_squares_unscale));
+      const AosStage<T, 0> stage(l, kv_head, g, c, correct, p.fast_squares_unscale);
+      fast_tiles<T, kRows>(state, loader, in, stage, stages, issue_stage, range, warp, my_tiles, g, c);
     }
   } else {
-    run(SoaStage<T>{g, c});
+    fast_tiles<T, kRows>(state, loader, in, SoaStage<T>{g, c}, stages, issue_stage, range, warp, my_tiles, g, c);
   }
   loader.drain();
-  if constexpr (kTeam) {
-    fast_write_warp_partial<T>(p, state[0], FastPartialTarget{split, cols.count}, column_row, lane);
-  } else {
-    fast_write_partial<T>(p, state, FastPartialTarget{split, cols.count}, column_row, work, warp_max, warp_sum, tid);
-  }
+  fast_write_partial<T>(p, state, FastPartialTarget{split, cols.count}, column_row, work, warp_max, warp_sum, tid);
 }
 
 }  // namespace turboquant::cuda::detail

@@ -13,44 +13,39 @@
 
 namespace turboquant::cuda::detail {
 
-template <class T, bool kRows, bool kTeam = false>
+template <class T, bool kRows>
 cudaError_t launch_fast_instance(const DecodeParams& p, const FastTensorMaps& maps, cudaStream_t stream) {
   static PerDeviceInt attr_cache;
-  const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T, kRows, kTeam>, T::kSmemBytes);
+  const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T, kRows>, T::kSmemBytes);
   if (attr != cudaSuccess) return attr;
   const auto row_blocks = fast_row_blocks(p.query_start_loc != nullptr, p.rows, p.batch, p.fast_rows_per_block);
-  const int head_blocks = kTeam ? p.layout.num_kv_heads / T::kWarps : p.layout.num_kv_heads * p.chunks_per_kv_head;
-  const dim3 grid(p.plan_splits, head_blocks, static_cast<unsigned>(row_blocks));
-  fast_decode_kernel<T, kRows, kTeam><<<grid, T::kThreads, T::kSmemBytes, stream>>>(maps, p);
+  const dim3 grid(p.plan_splits, p.layout.num_kv_heads * p.chunks_per_kv_head, static_cast<unsigned>(row_blocks));
+  fast_decode_kernel<T, kRows><<<grid, T::kThreads, T::kSmemBytes, stream>>>(maps, p);
   return cudaGetLastError();
 }
 
 // Multi-token rows and windows take the kRows instance (sinks only change the
-// merge), with p.fast_column_tiles column tiles (fast_plan.hpp); AoS
-// single-token decodes the head-team instance where the plan chose it.
+// merge), with p.fast_column_tiles column tiles (fast_plan.hpp).
 template <class T>
 cudaError_t launch_fast(const DecodeParams& p, const FastTensorMaps& maps, cudaStream_t stream) {
   if constexpr (fast_has_two_column_tiles(T::kDim)) {
     if (p.fast_column_tiles == 2) return launch_fast_instance<WithColumnTiles<T, 2>, true>(p, maps, stream);
-  }
-  if constexpr (T::kAos) {
-    if (p.fast_head_teams) return launch_fast_instance<T, false, true>(p, maps, stream);
   }
   return p.query_start_loc != nullptr || p.sliding_window != 0 ? launch_fast_instance<T, true>(p, maps, stream)
                                                                : launch_fast_instance<T, false>(p, maps, stream);
 }
 
 // Resident blocks per SM of one instance on the current device (cached per
-// device; 0 on error). The kRows and head-team instances have the launch
-// bounds and shared memory of the single-token one of the same column tiles.
+// device; 0 on error). The kRows instance has the launch bounds and shared
+// memory of the single-token one (kRows = false) of the same column tiles.
 template <class T>
 int fast_occupancy() {
   static PerDeviceInt attr_cache, blocks_cache;
   constexpr bool kRows = T::kColumnTiles > 1;  // the only instance with more column tiles
   return blocks_cache.get([] {
-    if (set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T, kRows, false>, T::kSmemBytes) != cudaSuccess) return 0;
+    if (set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T, kRows>, T::kSmemBytes) != cudaSuccess) return 0;
     int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fast_decode_kernel<T, kRows, false>, T::kThreads, T::kSmemBytes) !=
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fast_decode_kernel<T, kRows>, T::kThreads, T::kSmemBytes) !=
         cudaSuccess) {
       return 0;
     }

@@ -1,9 +1,8 @@
 // The fast decode's tile loader: each warp streams its own 16-token tiles
-// (tile i of the split goes to warp i % kWarps; with head teams every warp
-// takes every tile, of its own KV head: kStepTiles) into a kStages-deep cp.async
+// (tile i of the split goes to warp i % kWarps) into a kStages-deep cp.async
 // pipeline of shared-memory stages (FastTraits' stage layout). The copy
 // pattern of a lane is fixed for every tile, so it is computed once; the
-// cursor (page, slot, block id) advances by kStepTiles tiles per issue.
+// cursor (page, slot, block id) advances by kWarps tiles per issue.
 //   SoA: the tile's records (kCopyUnit pieces) and its metadata fields.
 //   AoS: the 16-byte units that cover each 2-byte aligned slot: DRAM moves
 //        32-byte sectors, so the covering units cost no extra traffic, only
@@ -71,7 +70,7 @@ struct FastTileCursor {
   }
 };
 
-template <class T, int kStepTiles>
+template <class T>
 class FastTileLoader {
   // SoA: the records of a tile are kTile x kUnits pieces of kCopyUnit bytes
   // (piece u = lane + 32 i); lanes 0 .. 2 kMetaFields - 1 copy one 16-byte half
@@ -90,14 +89,14 @@ class FastTileLoader {
   static constexpr int kAosClasses = 8 / kAosRows;
   static_assert(T::kAosSpanUnits <= 32, "the AoS loader takes slots of up to 483 bytes (one unit per lane)");
   static constexpr int kOffsets = T::kAos ? kAosClasses : (kEvenPieces ? 1 : kPieces);
-  static constexpr int kWarpStep = kStepTiles * T::kTile;  // tokens between a warp's tiles
+  static constexpr int kWarpStep = T::kWarps * T::kTile;  // tokens between a warp's tiles
 
  public:
-  // The loader of a warp whose tiles start at first_token; my_tiles is the
+  // The loader of warp `warp` for the tiles of `range`; my_tiles is the
   // number of tiles this warp issues.
-  __device__ __forceinline__ FastTileLoader(const DecodeParams& p, const std::int32_t* block_row, int first_token,
-                                            int kv_head, int lane, int my_tiles)
-      : p_(p), cursor_(block_row, p.layout.block_size, first_token, my_tiles), lane_(lane) {
+  __device__ __forceinline__ FastTileLoader(const DecodeParams& p, const std::int32_t* block_row,
+                                            core::TokenRange range, int kv_head, int warp, int lane, int my_tiles)
+      : p_(p), cursor_(block_row, p.layout.block_size, range.begin + warp * T::kTile, my_tiles), lane_(lane) {
     const core::BlockLayout l = T::layout(p.layout);
     block_bytes_ = l.block_bytes();  // core's block_base(b) = b * block_bytes(), hoisted out of the issue loop
     record_stride_ = static_cast<int>(l.token_stride());  // between slots of one head
@@ -190,17 +189,17 @@ class FastTileLoader {
 // metadata: x the tile's first field bytes, y the head's first field row);
 // tile n completes on barrier n % kStages of the warp, whose use n / kStages
 // has parity (n / kStages) & 1.
-template <class T, int kStepTiles>
+template <class T>
 class FastTensorLoader {
   static_assert(T::kTensorCopy, "FastTensorLoader stages tensor-copy tiles");
-  static constexpr int kWarpStep = kStepTiles * T::kTile;
+  static constexpr int kWarpStep = T::kWarps * T::kTile;
 
  public:
   // `bars`: kStages barriers of this warp in shared memory (initialized here).
   __device__ __forceinline__ FastTensorLoader(const DecodeParams& p, const FastTensorMaps* maps,
-                                              const std::int32_t* block_row, int first_token, int kv_head, int lane,
-                                              int my_tiles, std::uint64_t* bars)
-      : maps_(maps), cursor_(block_row, p.layout.block_size, first_token, my_tiles),
+                                              const std::int32_t* block_row, core::TokenRange range, int kv_head,
+                                              int warp, int lane, int my_tiles, std::uint64_t* bars)
+      : maps_(maps), cursor_(block_row, p.layout.block_size, range.begin + warp * T::kTile, my_tiles),
         bars_(bars), leader_(lane == 0) {
     const core::BlockLayout l = T::layout(p.layout);
     box_x_ = static_cast<int>(l.head_key_offset(kv_head)) & ~15;  // SoA: already a multiple of 16

@@ -42,23 +42,6 @@ TQ_HD constexpr int plan_nonempty(bool tile_aligned, int seq_len, int splits) {
   return n < splits ? n : splits;
 }
 
-// Warps of a fast block: the 4-bit pair table (32 KB with 32 copies) is
-// shared by eight warps; the 3-bit table (8 KB) and FP8 keys do better with
-// blocks of four.
-TQ_HD constexpr int fast_warps(int key_bits) { return key_bits == 4 ? 8 : 4; }
-
-// Head teams (AoS single-token decode): the warps of a block take consecutive
-// KV heads, each streaming every tile of the split for its own head, instead
-// of one head's tiles dealt out over the warps. An AoS position holds its
-// token's Hk slots back to back, and slots are 2-byte aligned, so a slot read
-// alone moves partial 32-byte sectors (4bit_nc at D 128: 134 bytes touch 164
-// of sectors on average); warps reading the neighbouring heads of the same
-// tokens at about the same time share those sectors in L2. The block's
-// columns are its heads' whole groups (group <= 8: one chunk per KV head).
-TQ_HD constexpr bool fast_head_teams_fit(int num_kv_heads, int group, int key_bits) {
-  return num_kv_heads % fast_warps(key_bits) == 0 && group <= kFastHeadsPerBlock;
-}
-
 // Multi-token rows (query_rows.cuh's FastRows): a block takes several rows of
 // one sequence as its mma columns, 8 per column tile.
 //

@@ -6,9 +6,8 @@
 // permutation of dims over lanes.
 #pragma once
 
-#include "fast_plan.hpp"
-#include "params.hpp"
 #include "tensor_box.hpp"
+#include "params.hpp"
 #include "turboquant/core/block_layout.hpp"
 
 namespace turboquant::cuda::detail {
@@ -30,7 +29,9 @@ struct FastTraits {
   static constexpr core::Fp8Format kFp8Format = F8;
   static constexpr bool kAos = L == core::LayoutKind::kAoS;
   static constexpr bool kTensorCopy = TC;
-  static constexpr int kWarps = fast_warps(KB);
+  // The 4-bit pair table (32 KB with 32 copies) is shared by eight warps; the
+  // 3-bit table (8 KB) and FP8 keys do better with blocks of four.
+  static constexpr int kWarps = KB == 4 ? 8 : 4;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kColumnTiles = NT;
   // 16 (8) warps per SM; half as many with two column tiles (their O^T
@@ -121,10 +122,7 @@ struct FastTraits {
   // The final combine: each warp's accumulator fragments as float4 per (m-tile,
   // lane). It reuses the pipeline region (every warp is past its loop by then).
   static constexpr int kCombineBytes = kWarps * NT * kMTiles * 32 * 16;
-  // Head teams (fast_plan.hpp) prepare every warp's query columns at once, in
-  // the work region before the pipeline starts (Hadamard or no rotation only).
-  static constexpr int kTeamPrepBytes = kWarps * kHeads * D * 4;
-  static constexpr int kWorkBytes = max_int(max_int(kPipeBytes, kCombineBytes), kTeamPrepBytes) + (kWorkAlign - 16);
+  static constexpr int kWorkBytes = max_int(kPipeBytes, kCombineBytes) + (kWorkAlign - 16);
   static constexpr int kLutOffset = kWorkBytes;
   static constexpr int kPrepOffset = kWorkBytes + kLutBytes;
   static constexpr int kSmemBytes = kWorkBytes + kLutBytes + kPrepBytes;

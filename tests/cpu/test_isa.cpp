@@ -9,14 +9,35 @@
 #include <set>
 
 #include "common/random_problem.hpp"
-#include "common/scoped_env.hpp"
 #include "turboquant/backend.hpp"
 #include "turboquant/cpu.hpp"
 
 namespace turboquant {
 namespace {
 
-using tq_test::ScopedEnv;
+// Sets an environment variable for the scope of a test.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    if (value) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_.c_str(), old_.c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
 
 TEST(CpuIsa, AvailableListStartsWithScalar) {
   const auto isas = available_isas();

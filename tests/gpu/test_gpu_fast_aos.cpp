@@ -5,21 +5,13 @@
 // cp.async loader), both FP8
 // flavours, must run the fast kernel (not the strict fallback) and stay
 // within relative L2 1e-3 of the golden model; AoS caches whose slots of one
-// head change their 4-byte phase take the strict kernel. Head teams
-// (fast_plan.hpp: a block's warps take consecutive KV heads), forced by
-// TQ_FAST_HEAD_TEAMS=on, meet the same bound, and the plan picks them only
-// where they fit.
-#include "common/scoped_env.hpp"
-#include "decode_setup.hpp"
-#include "device_decode.hpp"
-#include "fast_plan.hpp"
+// head change their 4-byte phase take the strict kernel.
 #include "tensor_box.hpp"
 #include "gpu_test_support.hpp"
 
 namespace {
 
 using namespace tq_gpu_test;
-using tq_test::ScopedEnv;
 
 class GpuFastAos : public ::testing::Test {
  protected:
@@ -119,69 +111,6 @@ TEST_F(GpuFastAos, AlternatingSlotPhaseTakesStrict) {
   const DecodeProblem p = make_problem(Preset::k4BitNc, dims, 16, 3, 4, {100, 33}, 5, LayoutKind::kAoS);
   SCOPED_TRACE(describe(p));
   EXPECT_EQ(expect_fast_matches(p), "cuda:strict");
-}
-
-// Head teams forced on: every preset and head_dim, KV heads 4 and 8 (slots
-// of both 4-byte phases inside one block: neighbouring warps branch to
-// different stage readers), GQA 1, 4 and 8, lengths around tile and split
-// edges, block sizes 16 and 32; e4b15 keys too.
-TEST_F(GpuFastAos, HeadTeamsRunWithinTolerance) {
-  ScopedEnv teams("TQ_FAST_HEAD_TEAMS", "on");
-  unsigned index = 0;
-  int runs = 0;
-  for (int dims : cuda::supported_head_dims()) {
-    for (Preset preset : kAllPresets) {
-      for (int hk : {4, 8}) {
-        for (int group : {1, 4, 8}) {
-          const int block_size = index % 2 ? 32 : 16;
-          const DecodeProblem p = make_problem(preset, dims, block_size, hk, group, {1, 17, 300, 2049},
-                                               7100 + index++, LayoutKind::kAoS);
-          if (!cuda::detail::fast_head_teams_fit(hk, group, p.layout.format.key_bits)) continue;
-          SCOPED_TRACE(describe(p));
-          EXPECT_EQ(expect_fast_matches(p), "cuda:fast");
-          ++runs;
-        }
-      }
-    }
-  }
-  const DecodeProblem e4b15 =
-      make_problem(Preset::kK8V4, 128, 16, 4, 4, {5, 700}, 7199, LayoutKind::kAoS, Fp8Format::kE4b15);
-  SCOPED_TRACE(describe(e4b15));
-  EXPECT_EQ(expect_fast_matches(e4b15), "cuda:fast");
-  EXPECT_GE(runs, 30);
-}
-
-// The plan's choice: forced on where they fit (not for SoA, multi-token rows
-// or a group over 8), never when off; left to the plan, they take a batch
-// whose team grid fills the GPU and not a single sequence.
-TEST_F(GpuFastAos, PlanPicksHeadTeamsWhereTheyFit) {
-  auto teams = [](const DecodeProblem& p) {
-    DeviceDecode d(p);
-    cuda::DecodePlan::Impl plan;
-    const Status s = cuda::detail::make_plan(d.view(p), d.args, cuda::CudaMode::kFast, d.workspace, &plan);
-    EXPECT_TRUE(s.ok()) << s.to_string();
-    return plan.params.fast_head_teams;
-  };
-  const DecodeProblem aos = make_problem(Preset::k4BitNc, 128, 16, 8, 4, {100, 2000}, 1, LayoutKind::kAoS);
-  const DecodeProblem soa = make_problem(Preset::k4BitNc, 128, 16, 8, 4, {100, 2000}, 1, LayoutKind::kSoA);
-  const DecodeProblem wide = make_problem(Preset::kK3V4Nc, 128, 16, 4, 16, {100}, 2, LayoutKind::kAoS);
-  const DecodeProblem one = make_problem(Preset::kK3V4Nc, 128, 16, 4, 4, {4000}, 3, LayoutKind::kAoS);
-  const DecodeProblem many = make_problem(Preset::kK3V4Nc, 128, 16, 8, 4, std::vector<int>(256, 40), 4,
-                                          LayoutKind::kAoS);
-  {
-    ScopedEnv on("TQ_FAST_HEAD_TEAMS", "on");
-    EXPECT_TRUE(teams(aos));
-    EXPECT_FALSE(teams(soa));
-    EXPECT_FALSE(teams(wide));  // group 16: two chunks per KV head
-  }
-  {
-    ScopedEnv off("TQ_FAST_HEAD_TEAMS", "off");
-    EXPECT_FALSE(teams(aos));
-    EXPECT_FALSE(teams(many));
-  }
-  ScopedEnv plan_choice("TQ_FAST_HEAD_TEAMS", nullptr);
-  EXPECT_FALSE(teams(one));
-  EXPECT_TRUE(teams(many));
 }
 
 }  // namespace

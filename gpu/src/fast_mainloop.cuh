@@ -149,10 +149,14 @@ __device__ __forceinline__ void fast_tile(FastWarpState<T> (&w)[T::kColumnTiles]
     for (int i = 0; i < 4; ++i) s[n][i] = s_odd[n][i] = 0.0f;
   }
   // T::kNormFromSquares: the tokens' squared centroid norms, as (K o K) 1:
-  // the fragment's squares (fp16) times a B of ones, summed over the k-steps
-  // in fp32 by the same mma (one per k-step; the Gram blocks K K^T, whose
-  // diagonals hold the same sums, took two). sq[0] is token g's, sq[2] token g + 8's.
+  // the fragments' squares summed over groups of kSquareSteps k-steps in fp16
+  // (sums of 4 squares, relative error < 2e-3 each), then times a B of ones,
+  // summed in fp32 by one mma per group (the Gram blocks K K^T, whose
+  // diagonals hold the same sums, took two per k-step). sq[0] is token g's,
+  // sq[2] token g + 8's.
+  constexpr int kSquareSteps = 4;
   float sq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  uint4 squares;
 #pragma unroll
   for (int ks = 0; ks < T::kKSteps; ++ks) {
     uint4 a;
@@ -161,8 +165,11 @@ __device__ __forceinline__ void fast_tile(FastWarpState<T> (&w)[T::kColumnTiles]
 #pragma unroll
     for (int n = 0; n < NT; ++n) mma_16816(ks % 2 ? s_odd[n] : s[n], a, in.qb[n][ks][0], in.qb[n][ks][1]);
     if constexpr (T::kNormFromSquares) {
-      constexpr std::uint32_t kOnes = 0x3C003C00u;  // fp16x2 (1, 1)
-      mma_16816(sq, make_uint4(square_half2(a.x), square_half2(a.y), square_half2(a.z), square_half2(a.w)), kOnes, kOnes);
+      squares = ks % kSquareSteps == 0 ? square_half2(a) : square_add_half2(a, squares);
+      if (ks % kSquareSteps == kSquareSteps - 1 || ks == T::kKSteps - 1) {
+        constexpr std::uint32_t kOnes = 0x3C003C00u;  // fp16x2 (1, 1)
+        mma_16816(sq, squares, kOnes, kOnes);
+      }
     }
   }
 #pragma unroll

@@ -146,7 +146,8 @@ class AosStage {
     const bool upper = c_ & 1;
     constexpr int kNorm = T::aos_field_offset(core::MetaField::kKeyNorm);
     const float stored = half_at(st, slot_g_ + (upper ? 8 * T::kRowBytes : 0) + kNorm);
-    const float mine = core::decoded_key_norm(stored, (upper ? sq[2] : sq[0]) * squares_unscale_, correct_);
+    const float sum = (upper ? sq[2] : sq[0]) * squares_unscale_;
+    const float mine = core::decoded_key_norm(stored, sum, correct_, [](float x) { return rsqrtf(x); });
     n0 = __shfl_sync(kAll, mine, 4 * g_);
     n1 = __shfl_sync(kAll, mine, 4 * g_ + 1);
   }

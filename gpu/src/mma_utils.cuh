@@ -62,11 +62,23 @@ __device__ __forceinline__ std::uint32_t pack_half2(float lo, float hi) {
   return *reinterpret_cast<const std::uint32_t*>(&h);
 }
 
-// Both fp16 halves squared (round to nearest).
+// Every fp16 half of a fragment squared, and squared plus `acc`'s (round to nearest).
 __device__ __forceinline__ std::uint32_t square_half2(std::uint32_t v) {
   std::uint32_t r;
   asm("mul.rn.f16x2 %0, %1, %1;\n" : "=r"(r) : "r"(v));
   return r;
+}
+__device__ __forceinline__ std::uint32_t square_add_half2(std::uint32_t v, std::uint32_t acc) {
+  std::uint32_t r;
+  asm("fma.rn.f16x2 %0, %1, %1, %2;\n" : "=r"(r) : "r"(v), "r"(acc));
+  return r;
+}
+__device__ __forceinline__ uint4 square_half2(const uint4& a) {
+  return make_uint4(square_half2(a.x), square_half2(a.y), square_half2(a.z), square_half2(a.w));
+}
+__device__ __forceinline__ uint4 square_add_half2(const uint4& a, const uint4& acc) {
+  return make_uint4(square_add_half2(a.x, acc.x), square_add_half2(a.y, acc.y), square_add_half2(a.z, acc.z),
+                    square_add_half2(a.w, acc.w));
 }
 
 __device__ __forceinline__ float2 unpack_half2(std::uint32_t v) {

@@ -7,8 +7,8 @@
 #   rm -rf .gpu-deps/baseline-src && mkdir -p .gpu-deps/baseline-src &&
 #   git archive <commit> -- . ':!tests/data' | tar -x -C .gpu-deps/baseline-src
 # Device command: OUT=$OUT bash bench/gpu/run_h200_against_source.sh [run_h200.sh steps]
-# (default steps build,test,multi; carry .gpu-deps). PERFORMANCE.md round 13 ran the
-# same builds and timings from a script in .gpu-deps; this form has not run yet.
+# (default steps build,test,multi; carry .gpu-deps). PERFORMANCE.md round 14 ran it
+# (round 13 ran the same builds and timings from a script in .gpu-deps).
 set -uo pipefail
 steps=${1:-build,test,multi}
 source .gpu-deps/setup.sh > /dev/null 2>&1

@@ -37,15 +37,15 @@ TQ_HD float normalize_key(const float* k, int dims, float* x_hat) {
 // so that c * corrected has exactly the original norm. The one function for
 // both conventions: SoA applies it at store to the fp32 ||k|| (the stored
 // norm), AoS at decode and dequantize to the stored fp16 ||k||.
-// inv_sqrt(x) = 1 / sqrt(x): the bit-exact backends take the exactly rounded
-// steps below; the fast CUDA decode (not bit-exact) passes the hardware's
-// approximate reciprocal square root.
-template <class InvSqrt>
-TQ_HD float corrected_key_norm(float norm, float centroid_sum_sq, InvSqrt inv_sqrt) {
+// inv_sqrt(x) = 1 / sqrt(x): the bit-exact backends take ExactInvSqrt (the default); the
+// fast CUDA decode (not bit-exact) passes the hardware's approximate
+// reciprocal square root.
+struct ExactInvSqrt {
+  TQ_HD float operator()(float x) const { return div_rn(1.0f, sqrt_rn(x)); }
+};
+template <class InvSqrt = ExactInvSqrt>
+TQ_HD float corrected_key_norm(float norm, float centroid_sum_sq, InvSqrt inv_sqrt = {}) {
   return mul_rn(norm, inv_sqrt(add_rn(centroid_sum_sq, kCorrectionEpsilon)));
-}
-TQ_HD float corrected_key_norm(float norm, float centroid_sum_sq) {
-  return corrected_key_norm(norm, centroid_sum_sq, [](float x) { return div_rn(1.0f, sqrt_rn(x)); });
 }
 
 // The key norm a store writes: corrected when the format folds the correction
@@ -60,11 +60,8 @@ TQ_HD float stored_key_norm(float norm, const float* centroid_values, int dims, 
 // The norm a key's scores and its dequantized K are multiplied by, from the
 // stored norm: corrected here when the format corrects at decode (AoS, from
 // centroid_sum_sq = dot16(c, c)), else the stored norm as it is.
-TQ_HD float decoded_key_norm(float stored_norm, float centroid_sum_sq, bool correct_at_decode) {
-  return correct_at_decode ? corrected_key_norm(stored_norm, centroid_sum_sq) : stored_norm;
-}
-template <class InvSqrt>
-TQ_HD float decoded_key_norm(float stored_norm, float centroid_sum_sq, bool correct_at_decode, InvSqrt inv_sqrt) {
+template <class InvSqrt = ExactInvSqrt>
+TQ_HD float decoded_key_norm(float stored_norm, float centroid_sum_sq, bool correct_at_decode, InvSqrt inv_sqrt = {}) {
   return correct_at_decode ? corrected_key_norm(stored_norm, centroid_sum_sq, inv_sqrt) : stored_norm;
 }
 

@@ -198,7 +198,13 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
   p.cache = cache.data;
   p.num_blocks = cache.num_blocks;
   // Tiles by tensor copies where the format and strides allow (tensor_box.hpp).
-  if (out->fast && tensor_copy_fits(l) && device_has_tensor_copies() && tensor_copies_enabled()) {
+  const bool dense_rotation = a.rotation.data != nullptr && !l.format.fp8_keys();
+  const int column_tiles = out->fast ? fast_column_tiles(out->has_query_start_loc, a.num_q_heads / l.num_kv_heads,
+                                                         rows, a.batch, l.format.head_dim, dense_rotation)
+                                     : 1;
+  // The wide kernel stages its tiles with cp.async.
+  if (out->fast && column_tiles != kFastWideColumnTiles && tensor_copy_fits(l) && device_has_tensor_copies() &&
+      tensor_copies_enabled()) {
     p.tensor_copy = encode_tensor_maps(l, cache.data, cache.num_blocks, &out->maps);
   }
   p.query_dtype = a.query_dtype;
@@ -211,9 +217,7 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
   p.group = a.num_q_heads / l.num_kv_heads;
   p.heads_per_block = heads_per_block(out->fast, p.group);
   p.chunks_per_kv_head = (p.group + p.heads_per_block - 1) / p.heads_per_block;
-  p.fast_column_tiles = out->fast ? fast_column_tiles(out->has_query_start_loc, p.group, rows, a.batch,
-                                                       l.format.head_dim)
-                                   : 1;
+  p.fast_column_tiles = column_tiles;
   p.fast_rows_per_block = out->fast ? fast_rows_per_block(out->has_query_start_loc, p.group, p.fast_column_tiles) : 1;
   p.num_splits = stride;
   p.plan_splits = a.num_splits;

@@ -51,13 +51,18 @@ TQ_HD constexpr int plan_nonempty(bool tile_aligned, int seq_len, int splits) {
 // each dequantized key and value fragment feeds two mma (the tile is read and
 // dequantized once for 16 columns instead of twice); one otherwise. D 256
 // keeps one: its O^T fragments alone would take 128 registers per column tile.
+// Eight column tiles (64 columns, more than 16 per sequence on average) take
+// the wide kernel (wide_decode.cuh: the tile dequantized once into shared
+// memory for all of them), which needs the Hadamard rotation or FP8 keys (its
+// prepared query takes the room of a dense rotation's scratch).
+inline constexpr int kFastWideColumnTiles = 8;
 TQ_HD constexpr bool fast_has_two_column_tiles(int head_dim) { return head_dim <= 128; }
 TQ_HD constexpr int fast_column_tiles(bool has_query_start_loc, int group, std::int64_t rows, int batch,
-                                      int head_dim) {
-  return has_query_start_loc && fast_has_two_column_tiles(head_dim) && group <= kFastHeadsPerBlock &&
-                 rows * group > std::int64_t{kFastHeadsPerBlock} * batch
-             ? 2
-             : 1;
+                                      int head_dim, bool dense_rotation = false) {
+  if (!has_query_start_loc || !fast_has_two_column_tiles(head_dim) || group > kFastHeadsPerBlock) return 1;
+  const std::int64_t columns = rows * group;  // over the batch
+  if (columns > std::int64_t{2 * kFastHeadsPerBlock} * batch && !dense_rotation) return kFastWideColumnTiles;
+  return columns > std::int64_t{kFastHeadsPerBlock} * batch ? 2 : 1;
 }
 // Rows per fast block: one without query_start_loc (a row is a sequence);
 // with it, as many rows as leave room for the chunk's heads in the block's
@@ -77,6 +82,8 @@ TQ_HD constexpr std::int64_t fast_row_blocks(bool has_query_start_loc, int rows,
 static_assert(fast_row_blocks(true, 10, 3, 2) == 8 && fast_rows_per_block(true, 4) == 2 && fast_rows_per_block(true, 16) == 1);
 static_assert(fast_rows_per_block(true, 4, 2) == 4 && fast_rows_per_block(true, 8, 2) == 2 && fast_rows_per_block(true, 3, 2) == 5);
 static_assert(fast_column_tiles(true, 4, 32, 16, 128) == 1 && fast_column_tiles(true, 4, 33, 16, 128) == 2);
+static_assert(fast_column_tiles(true, 4, 65, 16, 128) == kFastWideColumnTiles &&
+              fast_column_tiles(true, 4, 65, 16, 128, true) == 2 && fast_rows_per_block(true, 4, 8) == 16);
 static_assert(fast_column_tiles(false, 4, 64, 1, 128) == 1 && fast_column_tiles(true, 4, 64, 1, 256) == 1 &&
               fast_column_tiles(true, 16, 64, 1, 128) == 1);
 

@@ -19,8 +19,10 @@ constexpr int log2_int(int a) { return a <= 1 ? 0 : 1 + log2_int(a / 2); }
 // rows as the cp.async loader's. NT: column tiles, the mma n-tiles of 8 columns
 // a warp computes from each dequantized fragment (fast_plan.hpp's
 // fast_column_tiles: 2 for multi-token rows with more than 8 columns).
+// W: warps per block (0: the format's, 8 for 4-bit keys, 4 otherwise; the
+// wide multi-token kernel, wide_decode.cuh, takes 4 for every format).
 template <int D, int KB, int VB, core::LayoutKind L = core::LayoutKind::kSoA,
-          core::Fp8Format F8 = core::Fp8Format::kE4m3, bool TC = false, int NT = 1>
+          core::Fp8Format F8 = core::Fp8Format::kE4m3, bool TC = false, int NT = 1, int W = 0>
 struct FastTraits {
   static constexpr int kDim = D;
   static constexpr int kKeyBits = KB;
@@ -31,7 +33,7 @@ struct FastTraits {
   static constexpr bool kTensorCopy = TC;
   // The 4-bit pair table (32 KB with 32 copies) is shared by eight warps; the
   // 3-bit table (8 KB) and FP8 keys do better with blocks of four.
-  static constexpr int kWarps = KB == 4 ? 8 : 4;
+  static constexpr int kWarps = W != 0 ? W : (KB == 4 ? 8 : 4);
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kColumnTiles = NT;
   // 16 (8) warps per SM; half as many with two column tiles (their O^T
@@ -138,6 +140,9 @@ struct FastTraits {
 template <class T, int NT>
 using WithColumnTiles =
     FastTraits<T::kDim, T::kKeyBits, T::kValueBits, T::kLayout, T::kFp8Format, T::kTensorCopy, NT>;
+// T's format with the cp.async loader, one column tile and W warps.
+template <class T, int W>
+using WithWarps = FastTraits<T::kDim, T::kKeyBits, T::kValueBits, T::kLayout, T::kFp8Format, false, 1, W>;
 
 // The power of two the value codes of local dim j carry in their A fragment
 // (value_fragment leaves them at their bit position); undone in the epilogue.

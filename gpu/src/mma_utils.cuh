@@ -62,6 +62,17 @@ __device__ __forceinline__ std::uint32_t pack_half2(float lo, float hi) {
   return *reinterpret_cast<const std::uint32_t*>(&h);
 }
 
+// Four 8x8 b16 matrices from shared memory: lane l gives the address of row
+// l % 8 of matrix l / 8; register i receives matrix i's elements (row g, columns
+// 2c, 2c + 1) for lane (g, c) = (l / 4, l % 4), the B fragment of mma_16816
+// when a matrix holds B's columns as rows.
+__device__ __forceinline__ void ldmatrix_x4(const void* row, std::uint32_t& r0, std::uint32_t& r1, std::uint32_t& r2,
+                                            std::uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(smem_addr(row)));
+}
+
 // Every fp16 half of a fragment squared, and squared plus `acc`'s (round to nearest).
 __device__ __forceinline__ std::uint32_t square_half2(std::uint32_t v) {
   std::uint32_t r;

@@ -1,0 +1,405 @@
+// The wide fast decode: multi-token rows with more than 16 (row, head)
+// columns per (sequence, KV head), up to kWideColumns per block, reading and
+// dequantizing each K/V tile once for all of them.
+//
+// The fast kernel (fast_decode.cuh) keeps a block's columns as the mma's N and
+// each warp's O^T fragments in registers, 32 per 8 columns at D 128, so a block
+// holds at most 16 columns and q_len 16 at GQA 4 (64 columns) reads and
+// dequantizes every tile four times. Here the roles turn around, as in
+// FlashAttention-2: the columns are the mma's M, 16 per warp, and the tile is
+// dequantized once per block into shared memory as fp16, where every warp reads
+// it as B fragments (ldmatrix):
+//   S = Q K^T   A: the warp's 16 query columns (registers, prepared once),
+//               B: K [token][dim] (64 tokens per step);
+//   O = P V     A: the probabilities times the tokens' value scales
+//               (registers, from S's accumulators), B: V^T [dim][token], exact
+//               integer codes; the zero points add sum(p * zero) per column.
+// Four warps; a step covers 64 tokens, one 16-token tile per warp, each warp
+// streaming its tiles through the fast kernel's cp.async pipeline
+// (FastTileLoader with four warps: tile i goes to warp i % 4) and dequantizing
+// it with the fast kernel's stage readers and fragments (fast_stage.cuh,
+// fast_fragments.cuh). Two barriers per step: the tile is written, then read.
+// The online softmax runs once per 64 tokens. The partials go to the same
+// workspace as the fast kernel's, and merge_kernel finishes.
+#pragma once
+
+#include <cstdint>
+
+#include "fast_columns.cuh"
+#include "fast_loader.cuh"
+#include "fast_mainloop.cuh"
+#include "fast_stage.cuh"
+#include "query_prep.cuh"
+
+namespace turboquant::cuda::detail {
+
+inline constexpr int kWideWarps = 4;
+inline constexpr int kWideColumns = 16 * kWideWarps;  // mma M per warp
+
+// Shared memory of a wide block: the warps' pipeline stages, the step's K
+// [64][D] and V^T [D][64] fp16 tiles (rows padded by 16 bytes, so that
+// ldmatrix's eight rows fall in distinct banks), the step's per-token key
+// norm, value scale and zero, and the pair table. The prepared query
+// (kWideColumns x D floats) lives in the K and V^T region before the loop.
+template <class T>
+struct WideSmem {
+  static constexpr int D = T::kDim;
+  static constexpr int kStep = kWideWarps * T::kTile;  // tokens per step
+  static constexpr int kKPitch = D + 8;                // halfs per K row
+  static constexpr int kVPitch = kStep + 8;            // halfs per V^T row
+  static constexpr int kPipeBytes = T::kPipeBytes;
+  static constexpr int kKOffset = (kPipeBytes + 127) / 128 * 128;
+  static constexpr int kVOffset = kKOffset + kStep * kKPitch * 2;
+  static constexpr int kMetaOffset = kVOffset + D * kVPitch * 2;
+  static constexpr int kLutOffset = kMetaOffset + 3 * kStep * 4;
+  static constexpr int kBytes = kLutOffset + T::kLutBytes;
+  static_assert(kWideColumns * D * 4 <= kMetaOffset - kKOffset, "the prepared query fits the K and V^T tiles");
+  static_assert(T::kWarps == kWideWarps, "four warps");
+  static_assert(D <= 128, "the O fragments of D 256 would take 128 registers");
+};
+
+// One warp's rows (columns of the decode) g and g + 8: their online softmax
+// state and O fragments (n-tile nt: dims 8 nt + 2c, + 1).
+template <int D>
+struct WideRowState {
+  float o[D / 8][4];
+  float m0, m1, l0, l1, z0, z1;
+};
+
+// The attended ranges of a lane's two rows (their columns' query rows), and
+// where the block's union starts (before it no column attends: metadata unread).
+struct WideMask {
+  int lo0, hi0, lo1, hi1;
+};
+
+template <class T>
+__device__ __forceinline__ WideMask wide_mask(const DecodeParams& p, const FastRows& rows, const FastColumns& cols,
+                                              int k0, int k1) {
+  const int first_pos = rows.attended.end - rows.count;
+  auto range = [&](int k) {
+    return core::attended_range(first_pos + min(k / cols.heads, rows.count - 1), p.sliding_window);
+  };
+  const core::TokenRange r0 = range(k0), r1 = range(k1);
+  WideMask m{r0.begin, r0.end, r1.begin, r1.end};
+  if (k0 >= cols.count) m.lo0 = m.hi0 = 0;  // columns past the block's: no token
+  if (k1 >= cols.count) m.lo1 = m.hi1 = 0;
+  return m;
+}
+
+// Dequantizes the warp's staged tile (tokens tok0 .. tok0 + 15 of the step's
+// rows r0 .. r0 + 15) into K, V^T and the step's metadata; tokens past `valid`
+// or before `union_begin` weigh nothing (norm, scale, zero 0).
+template <class T, class Stage>
+__device__ __forceinline__ void wide_dequantize(const Stage& stage, const std::uint8_t* st, const std::uint8_t* lut,
+                                                std::uint32_t lut_lane_off, int tok0, int valid, int union_begin,
+                                                int r0, __half* k_tile, __half* v_tile, float* meta, int g, int c) {
+  using S = WideSmem<T>;
+  std::uint32_t kw[2][T::kKeyWords];
+  stage.load_keys(st, kw);
+  float sq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  uint4 squares;
+  auto key_word = [&](int row, int dim) {
+    return reinterpret_cast<std::uint32_t*>(k_tile + (r0 + row) * S::kKPitch + dim);
+  };
+#pragma unroll
+  for (int ks = 0; ks < T::kKSteps; ++ks) {
+    uint4 a;
+    key_fragment<T::kKeyBits, T::kLutShift, T::kFp8Format>(kw[0], ks, lut, lut_lane_off, a.x, a.z);
+    key_fragment<T::kKeyBits, T::kLutShift, T::kFp8Format>(kw[1], ks, lut, lut_lane_off, a.y, a.w);
+    const int d0 = T::key_dim(c, 4 * ks);
+    const int d2 = T::key_dim(c, 4 * ks + 2);
+    *key_word(g, d0) = a.x;
+    *key_word(g, d2) = a.z;
+    *key_word(g + 8, d0) = a.y;
+    *key_word(g + 8, d2) = a.w;
+    if constexpr (T::kNormFromSquares) {
+      constexpr int kSquareSteps = 4;  // as fast_tile
+      squares = ks % kSquareSteps == 0 ? square_half2(a) : square_add_half2(a, squares);
+      if (ks % kSquareSteps == kSquareSteps - 1 || ks == T::kKSteps - 1) {
+        constexpr std::uint32_t kOnes = 0x3C003C00u;
+        mma_16816(sq, squares, kOnes, kOnes);
+      }
+    }
+  }
+  float scale0, scale1, zero0, zero1;
+  stage.value_meta(st, scale0, scale1, zero0, zero1);
+  float n0 = 1.0f, n1 = 1.0f;
+  if constexpr (!T::kFp8) stage.key_norms(st, sq, n0, n1);
+  if (g >= valid || tok0 + g < union_begin) n0 = scale0 = zero0 = 0.0f;
+  if (g + 8 >= valid || tok0 + g + 8 < union_begin) n1 = scale1 = zero1 = 0.0f;
+  if (c == 0) {
+    float* norm = meta;
+    float* scale = meta + S::kStep;
+    float* zero = meta + 2 * S::kStep;
+    norm[r0 + g] = n0;
+    norm[r0 + g + 8] = n1;
+    scale[r0 + g] = scale0;
+    scale[r0 + g + 8] = scale1;
+    zero[r0 + g] = zero0;
+    zero[r0 + g + 8] = zero1;
+  }
+  // V^T: the value fragment (local dim j of lane group g; tokens 2c, 2c + 1 or
+  // 2c + 8, 2c + 9) is one word of the dim's row, its power of two undone.
+  std::uint32_t vw[4][T::kValueWords];
+  stage.load_values(st, vw);
+  auto value_word = [&](int dim, int tok) {
+    return reinterpret_cast<std::uint32_t*>(v_tile + dim * S::kVPitch + r0 + tok);
+  };
+#pragma unroll
+  for (int j = 0; j < 2 * T::kMTiles; ++j) {
+    const __half2 inv = __float2half2_rn(1.0f / value_frag_scale<T::kValueBits>(j));  // exact: powers of two
+    const int dim = T::value_dim(g, j);
+    const std::uint32_t lo = value_fragment<T::kValueBits>(vw[0], vw[1], j);
+    const std::uint32_t hi = value_fragment<T::kValueBits>(vw[2], vw[3], j);
+    const __half2 l2 = __hmul2(*reinterpret_cast<const __half2*>(&lo), inv);
+    const __half2 h2 = __hmul2(*reinterpret_cast<const __half2*>(&hi), inv);
+    *value_word(dim, 2 * c) = *reinterpret_cast<const std::uint32_t*>(&l2);
+    *value_word(dim, 2 * c + 8) = *reinterpret_cast<const std::uint32_t*>(&h2);
+  }
+}
+
+// A warp without a tile in this step: its tokens weigh nothing, and its V^T
+// columns must hold finite numbers (p = 0 times them).
+template <class T>
+__device__ __forceinline__ void wide_clear(int r0, __half* v_tile, float* meta, int lane) {
+  using S = WideSmem<T>;
+  if (lane < T::kTile) meta[r0 + lane] = meta[S::kStep + r0 + lane] = meta[2 * S::kStep + r0 + lane] = 0.0f;
+  for (int i = lane; i < T::kDim * (T::kTile / 2); i += 32) {
+    const int dim = i / (T::kTile / 2);
+    const int pair = i % (T::kTile / 2);
+    *reinterpret_cast<std::uint32_t*>(v_tile + dim * S::kVPitch + r0 + 2 * pair) = 0u;
+  }
+}
+
+// The warp's step over the 64 tokens from step_tok: S = Q K^T, the online
+// softmax of its two rows per lane, O += (P * scale) V.
+template <class T>
+__device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::uint32_t (&qa)[T::kKSteps][4],
+                                          const __half* k_tile, const __half* v_tile, const float* meta, int step_tok,
+                                          int end, const WideMask& mask, int lane) {
+  using S = WideSmem<T>;
+  constexpr int kNT = S::kStep / 8;  // n-tiles of S
+  const int c = lane & 3;
+  float s[kNT][4];
+#pragma unroll
+  for (int n = 0; n < kNT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+  // B of S: K rows (tokens) 16p + 8 (lane / 16) + lane % 8, dims 16 ks + 8 ((lane / 8) % 2).
+  const __half* k_lane = k_tile + (8 * (lane >> 4) + (lane & 7)) * S::kKPitch + 8 * ((lane >> 3) & 1);
+#pragma unroll
+  for (int ks = 0; ks < T::kKSteps; ++ks) {
+#pragma unroll
+    for (int pr = 0; pr < kNT / 2; ++pr) {
+      std::uint32_t b0, b1, b2, b3;
+      ldmatrix_x4(k_lane + 16 * pr * S::kKPitch + 16 * ks, b0, b1, b2, b3);
+      const uint4 a = make_uint4(qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3]);
+      mma_16816(s[2 * pr], a, b0, b1);
+      mma_16816(s[2 * pr + 1], a, b2, b3);
+    }
+  }
+  const float* norm = meta;
+  const float* scale = meta + S::kStep;
+  const float* zero = meta + 2 * S::kStep;
+  float mx0 = -core::kInf, mx1 = -core::kInf;
+#pragma unroll
+  for (int n = 0; n < kNT; ++n) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int r = 8 * n + 2 * c + e;
+      const int t = step_tok + r;
+      const float kn = norm[r];
+      s[n][e] = t < end && t >= mask.lo0 && t < mask.hi0 ? s[n][e] * kn : -core::kInf;
+      s[n][2 + e] = t < end && t >= mask.lo1 && t < mask.hi1 ? s[n][2 + e] * kn : -core::kInf;
+      mx0 = fmaxf(mx0, s[n][e]);
+      mx1 = fmaxf(mx1, s[n][2 + e]);
+    }
+  }
+#pragma unroll
+  for (int x = 1; x <= 2; x <<= 1) {
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
+  }
+  const float new0 = fmaxf(w.m0, mx0), new1 = fmaxf(w.m1, mx1);
+  const float ref0 = core::softmax_reference(new0), ref1 = core::softmax_reference(new1);
+  const float alpha0 = fast_exp2(w.m0 - ref0), alpha1 = fast_exp2(w.m1 - ref1);
+  w.m0 = new0;
+  w.m1 = new1;
+  float sum0 = 0.0f, sum1 = 0.0f, zs0 = 0.0f, zs1 = 0.0f;
+  std::uint32_t pa[S::kStep / 16][4];  // A of O = P V per 16-token k-step
+#pragma unroll
+  for (int n = 0; n < kNT; ++n) {
+    float sc[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int r = 8 * n + 2 * c + e;
+      s[n][e] = fast_exp2(s[n][e] - ref0);
+      s[n][2 + e] = fast_exp2(s[n][2 + e] - ref1);
+      sum0 += s[n][e];
+      sum1 += s[n][2 + e];
+      zs0 += s[n][e] * zero[r];
+      zs1 += s[n][2 + e] * zero[r];
+      sc[e] = scale[r];
+    }
+    // k-step n / 2: registers 0, 1 from n-tile 2kk (tokens 2c, 2c + 1), 2, 3 from 2kk + 1.
+    pa[n / 2][(n % 2) * 2] = pack_half2(s[n][0] * sc[0], s[n][1] * sc[1]);
+    pa[n / 2][(n % 2) * 2 + 1] = pack_half2(s[n][2] * sc[0], s[n][3] * sc[1]);
+  }
+  w.l0 = w.l0 * alpha0 + sum0;
+  w.l1 = w.l1 * alpha1 + sum1;
+  w.z0 = w.z0 * alpha0 + zs0;
+  w.z1 = w.z1 * alpha1 + zs1;
+  if (__any_sync(0xffffffffu, alpha0 != 1.0f || alpha1 != 1.0f)) {
+#pragma unroll
+    for (int n = 0; n < T::kDim / 8; ++n) {
+      w.o[n][0] *= alpha0;
+      w.o[n][1] *= alpha0;
+      w.o[n][2] *= alpha1;
+      w.o[n][3] *= alpha1;
+    }
+  }
+  // B of O: V^T rows (dims) 16 q + 8 (lane / 16) + lane % 8, tokens 16 kk + 8 ((lane / 8) % 2).
+  const __half* v_lane = v_tile + (8 * (lane >> 4) + (lane & 7)) * S::kVPitch + 8 * ((lane >> 3) & 1);
+#pragma unroll
+  for (int kk = 0; kk < S::kStep / 16; ++kk) {
+    // The A fragment: (row g, tokens 2c..) = pa[kk][0], (row g + 8) = pa[kk][1],
+    // (row g, tokens 8 + 2c..) = pa[kk][2], (row g + 8, 8 + 2c..) = pa[kk][3].
+    const uint4 a = make_uint4(pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3]);
+#pragma unroll
+    for (int q = 0; q < T::kDim / 16; ++q) {
+      std::uint32_t b0, b1, b2, b3;
+      ldmatrix_x4(v_lane + 16 * q * S::kVPitch + 16 * kk, b0, b1, b2, b3);
+      mma_16816(w.o[2 * q], a, b0, b1);
+      mma_16816(w.o[2 * q + 1], a, b2, b3);
+    }
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(32 * kWideWarps, 2)
+    wide_decode_kernel(const __grid_constant__ FastTensorMaps maps, DecodeParams p) {
+  using S = WideSmem<T>;
+  constexpr int D = T::kDim;
+  extern __shared__ __align__(128) std::uint8_t smem[];
+  __half* k_tile = reinterpret_cast<__half*>(smem + S::kKOffset);
+  __half* v_tile = reinterpret_cast<__half*>(smem + S::kVOffset);
+  float* meta = reinterpret_cast<float*>(smem + S::kMetaOffset);
+  std::uint8_t* lut = smem + S::kLutOffset;
+  __shared__ std::uint32_t centroid_half[16];
+  (void)maps;
+
+  const int split = blockIdx.x;
+  const int kv_head = blockIdx.y;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, c = lane & 3;
+  const FastRows rows = fast_rows_of_block(p, blockIdx.z);
+  if (rows.count == 0) return;
+  const core::TokenRange range = rows.split_range(p.plan_splits, split);
+  if (range.empty()) return;
+  const FastColumns cols = fast_columns(p, rows, kv_head, 0);
+  const std::int32_t* block_row = p.block_table + std::int64_t{rows.b} * p.max_blocks_per_seq;
+
+  const int num_tiles = (range.size() + T::kTile - 1) / T::kTile;
+  const int my_tiles = num_tiles > warp ? (num_tiles - warp + kWideWarps - 1) / kWideWarps : 0;
+  const int steps = (num_tiles + kWideWarps - 1) / kWideWarps;
+  std::uint8_t* const stages = smem + warp * T::kStages * T::kStageBytes;
+  FastTileLoader<T> loader(p, block_row, range, kv_head, warp, lane, my_tiles);
+  std::uint8_t* issue_stage = stages;
+#pragma unroll
+  for (int s = 0; s < T::kStages - 1; ++s) {
+    if (s < my_tiles) loader.issue(issue_stage);
+    loader.commit();
+    issue_stage += T::kStageBytes;
+  }
+
+  if constexpr (!T::kFp8) build_pair_table<T>(p, lut, centroid_half, tid);
+  // The block's columns, prepared in the K and V^T tiles (ends with a barrier).
+  float* prep = reinterpret_cast<float*>(smem + S::kKOffset);
+  prepare_query_rows<D>(p, cols.count, [&](int k) { return cols.row(k); }, prep, nullptr);
+  const int k0 = 16 * warp + g, k1 = k0 + 8;  // the lane's two columns
+  std::uint32_t qa[T::kKSteps][4];
+#pragma unroll
+  for (int ks = 0; ks < T::kKSteps; ++ks) {
+    auto q2 = [&](int k, int d) {
+      return k < cols.count ? pack_half2(prep[k * D + d], prep[k * D + d + 1]) : 0u;
+    };
+    qa[ks][0] = q2(k0, 16 * ks + 2 * c);
+    qa[ks][1] = q2(k1, 16 * ks + 2 * c);
+    qa[ks][2] = q2(k0, 16 * ks + 8 + 2 * c);
+    qa[ks][3] = q2(k1, 16 * ks + 8 + 2 * c);
+  }
+  const WideMask mask = wide_mask<T>(p, rows, cols, k0, k1);
+  const bool has_columns = 16 * warp < cols.count;
+  WideRowState<D> w;
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) w.o[n][0] = w.o[n][1] = w.o[n][2] = w.o[n][3] = 0.0f;
+  w.m0 = w.m1 = -core::kInf;
+  w.l0 = w.l1 = w.z0 = w.z1 = 0.0f;
+  const std::uint32_t lut_lane_off = static_cast<std::uint32_t>((lane % T::kLutCopies) * 4);
+
+  auto run = [&](const auto& stage) {
+    std::uint8_t* const last_stage = stages + (T::kStages - 1) * T::kStageBytes;
+    const std::uint8_t* st = stages;
+    for (int step = 0; step < steps; ++step) {
+      const int step_tok = range.begin + step * S::kStep;
+      const int tok0 = step_tok + warp * T::kTile;
+      const bool mine = step < my_tiles;
+      if (mine) {
+        loader.wait();
+        __syncwarp();
+        if (step + T::kStages - 1 < my_tiles) loader.issue(issue_stage);
+        loader.commit();
+        issue_stage = issue_stage == last_stage ? stages : issue_stage + T::kStageBytes;
+      }
+      __syncthreads();  // every warp is done reading the previous step's tiles (and the prepared query)
+      if (mine) {
+        wide_dequantize<T>(stage, st, lut, lut_lane_off, tok0, min(T::kTile, range.end - tok0), rows.attended.begin,
+                           warp * T::kTile, k_tile, v_tile, meta, g, c);
+        st = st == last_stage ? stages : st + T::kStageBytes;
+      } else {
+        wide_clear<T>(warp * T::kTile, v_tile, meta, lane);
+      }
+      __syncthreads();  // the step's K, V^T and metadata are written
+      if (has_columns) wide_step<T>(w, qa, k_tile, v_tile, meta, step_tok, range.end, mask, lane);
+    }
+  };
+  if constexpr (T::kAos) {
+    const core::BlockLayout l = T::layout(p.layout);
+    const bool correct = p.layout.format.norm_corrected_at_decode();
+    if (aos_slot_offset(l, kv_head, 0) & 2) {
+      run(AosStage<T, 2>(l, kv_head, g, c, correct, p.fast_squares_unscale));
+    } else {
+      run(AosStage<T, 0>(l, kv_head, g, c, correct, p.fast_squares_unscale));
+    }
+  } else {
+    run(SoaStage<T>{g, c});
+  }
+  loader.drain();
+  pdl_launch_dependents();
+
+  // The partials of the lane's two columns: sums over the four lanes of a row.
+#pragma unroll
+  for (int x = 1; x <= 2; x <<= 1) {
+    w.l0 += __shfl_xor_sync(0xffffffffu, w.l0, x);
+    w.l1 += __shfl_xor_sync(0xffffffffu, w.l1, x);
+    w.z0 += __shfl_xor_sync(0xffffffffu, w.z0, x);
+    w.z1 += __shfl_xor_sync(0xffffffffu, w.z1, x);
+  }
+  const core::PartialLayout pl = p.partials(D);
+  auto write = [&](int k, int half, float m, float l, float z) {
+    if (k >= cols.count) return;
+    float* acc = p.partial_acc + pl.acc_offset(cols.row(k), split);
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      *reinterpret_cast<float2*>(acc + 8 * n + 2 * c) = make_float2(w.o[n][2 * half] + z, w.o[n][2 * half + 1] + z);
+    }
+    if (c == 0) {
+      float* ml = p.partial_ml + pl.ml_offset(cols.row(k), split);
+      ml[0] = m;
+      ml[1] = l;
+    }
+  };
+  write(k0, 0, w.m0, w.l0, w.z0);
+  write(k1, 1, w.m1, w.l1, w.z1);
+}
+
+}  // namespace turboquant::cuda::detail

@@ -134,13 +134,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
   }();
 
   // The pipeline's first stages go out before the preparation below.
-  std::uint8_t* issue_stage = stages;
-#pragma unroll
-  for (int s = 0; s < T::kStages - 1; ++s) {
-    if (s < my_tiles) loader.issue(issue_stage);
-    loader.commit();
-    issue_stage += T::kStageBytes;
-  }
+  std::uint8_t* issue_stage = issue_first_stages<T>(loader, stages, my_tiles);
 
   if constexpr (!T::kFp8) build_pair_table<T>(p, lut, centroid_half, tid);
   // Queries: prepared in fp32 exactly as the golden model (prepare_queries ends
@@ -155,21 +149,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     if constexpr (kRows) in.mask[n] = fast_column_mask(p, rows, cols, n, c);
     state[n].init();
   }
-  if constexpr (T::kAos) {
-    // Every slot of the head has the phase of its first (the host sends token
-    // strides that are not a multiple of 4 to the strict kernel).
-    const core::BlockLayout l = T::layout(p.layout);
-    const bool correct = p.layout.format.norm_corrected_at_decode();
-    if (aos_slot_offset(l, kv_head, 0) & 2) {
-      const AosStage<T, 2> stage(l, kv_head, g, c, correct, p.fast_squares_unscale);
-      fast_tiles<T, kRows>(state, loader, in, stage, stages, issue_stage, range, warp, my_tiles, g, c);
-    } else {
-      const AosStage<T, 0> stage(l, kv_head, g, c, correct, p.fast_squares_unscale);
-      fast_tiles<T, kRows>(state, loader, in, stage, stages, issue_stage, range, warp, my_tiles, g, c);
-    }
-  } else {
-    fast_tiles<T, kRows>(state, loader, in, SoaStage<T>{g, c}, stages, issue_stage, range, warp, my_tiles, g, c);
-  }
+  with_stage<T>(p, kv_head, g, c, [&](const auto& stage) {
+    fast_tiles<T, kRows>(state, loader, in, stage, stages, issue_stage, range, warp, my_tiles, g, c);
+  });
   loader.drain();
   fast_write_partial<T>(p, state, FastPartialTarget{split, cols.count}, column_row, work, warp_max, warp_sum, tid);
 }

@@ -240,4 +240,18 @@ class FastTensorLoader {
   int waited_ = 0;
 };
 
+// Issues the first kStages - 1 tiles of a warp (committing a group per stage,
+// issued or not, as the protocol wants); returns the stage of the next issue.
+template <class T, class Loader>
+__device__ __forceinline__ std::uint8_t* issue_first_stages(Loader& loader, std::uint8_t* stages, int my_tiles) {
+  std::uint8_t* issue_stage = stages;
+#pragma unroll
+  for (int s = 0; s < T::kStages - 1; ++s) {
+    if (s < my_tiles) loader.issue(issue_stage);
+    loader.commit();
+    issue_stage += T::kStageBytes;
+  }
+  return issue_stage;
+}
+
 }  // namespace turboquant::cuda::detail

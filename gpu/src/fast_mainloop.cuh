@@ -90,6 +90,22 @@ struct FastTileInputs {
   FastColumnMask mask[T::kColumnTiles];
 };
 
+// The squared centroid norms of a tile's tokens (the AoS norm correction), as
+// (K o K) 1: the key fragments' squares summed over groups of 4 k-steps in fp16
+// (sums of 4 squares, relative error < 2e-3 each), then times a B of ones,
+// summed in fp32 by one mma per group (the Gram blocks K K^T, whose diagonals
+// hold the same sums, took two per k-step). Called for k-steps 0, 1, ... with
+// the step's fragment a; sq[0] ends as token g's sum, sq[2] as token g + 8's.
+template <class T>
+__device__ __forceinline__ void add_squares(float (&sq)[4], uint4& squares, const uint4& a, int ks) {
+  constexpr int kSquareSteps = 4;
+  squares = ks % kSquareSteps == 0 ? square_half2(a) : square_add_half2(a, squares);
+  if (ks % kSquareSteps == kSquareSteps - 1 || ks == T::kKSteps - 1) {
+    constexpr std::uint32_t kOnes = 0x3C003C00u;  // fp16x2 (1, 1)
+    mma_16816(sq, squares, kOnes, kOnes);
+  }
+}
+
 // The online softmax (base 2) of one column tile's scores s (tokens g, g + 8;
 // columns 2c, 2c + 1) folded into w: on return s holds the probabilities.
 // The column max spans the 8 lanes of a c.
@@ -148,13 +164,7 @@ __device__ __forceinline__ void fast_tile(FastWarpState<T> (&w)[T::kColumnTiles]
 #pragma unroll
     for (int i = 0; i < 4; ++i) s[n][i] = s_odd[n][i] = 0.0f;
   }
-  // T::kNormFromSquares: the tokens' squared centroid norms, as (K o K) 1:
-  // the fragments' squares summed over groups of kSquareSteps k-steps in fp16
-  // (sums of 4 squares, relative error < 2e-3 each), then times a B of ones,
-  // summed in fp32 by one mma per group (the Gram blocks K K^T, whose
-  // diagonals hold the same sums, took two per k-step). sq[0] is token g's,
-  // sq[2] token g + 8's.
-  constexpr int kSquareSteps = 4;
+  // T::kNormFromSquares: the tokens' squared centroid norms (add_squares).
   float sq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   uint4 squares;
 #pragma unroll
@@ -164,13 +174,7 @@ __device__ __forceinline__ void fast_tile(FastWarpState<T> (&w)[T::kColumnTiles]
     key_fragment<T::kKeyBits, T::kLutShift, T::kFp8Format>(kw[1], ks, in.lut, in.lut_lane_off, a.y, a.w);
 #pragma unroll
     for (int n = 0; n < NT; ++n) mma_16816(ks % 2 ? s_odd[n] : s[n], a, in.qb[n][ks][0], in.qb[n][ks][1]);
-    if constexpr (T::kNormFromSquares) {
-      squares = ks % kSquareSteps == 0 ? square_half2(a) : square_add_half2(a, squares);
-      if (ks % kSquareSteps == kSquareSteps - 1 || ks == T::kKSteps - 1) {
-        constexpr std::uint32_t kOnes = 0x3C003C00u;  // fp16x2 (1, 1)
-        mma_16816(sq, squares, kOnes, kOnes);
-      }
-    }
+    if constexpr (T::kNormFromSquares) add_squares<T>(sq, squares, a, ks);
   }
 #pragma unroll
   for (int n = 0; n < NT; ++n) {

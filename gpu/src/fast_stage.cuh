@@ -174,4 +174,23 @@ class AosStage {
   int slot_v1_;  // slot of token 2c + 1
 };
 
+// fn(stage) with the stage reader of kv_head's tiles: SoaStage, or AosStage
+// of the phase of the head's slots (every slot of the head has the phase of its
+// first: the host sends token strides that are not a multiple of 4 to the
+// strict kernel).
+template <class T, class F>
+__device__ __forceinline__ void with_stage(const DecodeParams& p, int kv_head, int g, int c, F&& fn) {
+  if constexpr (T::kAos) {
+    const core::BlockLayout l = T::layout(p.layout);
+    const bool correct = p.layout.format.norm_corrected_at_decode();
+    if (aos_slot_offset(l, kv_head, 0) & 2) {
+      fn(AosStage<T, 2>(l, kv_head, g, c, correct, p.fast_squares_unscale));
+    } else {
+      fn(AosStage<T, 0>(l, kv_head, g, c, correct, p.fast_squares_unscale));
+    }
+  } else {
+    fn(SoaStage<T>{g, c});
+  }
+}
+
 }  // namespace turboquant::cuda::detail

@@ -112,14 +112,7 @@ __device__ __forceinline__ void wide_dequantize(const Stage& stage, const std::u
     *key_word(g, d2) = a.z;
     *key_word(g + 8, d0) = a.y;
     *key_word(g + 8, d2) = a.w;
-    if constexpr (T::kNormFromSquares) {
-      constexpr int kSquareSteps = 4;  // as fast_tile
-      squares = ks % kSquareSteps == 0 ? square_half2(a) : square_add_half2(a, squares);
-      if (ks % kSquareSteps == kSquareSteps - 1 || ks == T::kKSteps - 1) {
-        constexpr std::uint32_t kOnes = 0x3C003C00u;
-        mma_16816(sq, squares, kOnes, kOnes);
-      }
-    }
+    if constexpr (T::kNormFromSquares) add_squares<T>(sq, squares, a, ks);
   }
   float scale0, scale1, zero0, zero1;
   stage.value_meta(st, scale0, scale1, zero0, zero1);
@@ -303,13 +296,7 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
   const int steps = (num_tiles + kWideWarps - 1) / kWideWarps;
   std::uint8_t* const stages = smem + warp * T::kStages * T::kStageBytes;
   FastTileLoader<T> loader(p, block_row, range, kv_head, warp, lane, my_tiles);
-  std::uint8_t* issue_stage = stages;
-#pragma unroll
-  for (int s = 0; s < T::kStages - 1; ++s) {
-    if (s < my_tiles) loader.issue(issue_stage);
-    loader.commit();
-    issue_stage += T::kStageBytes;
-  }
+  std::uint8_t* issue_stage = issue_first_stages<T>(loader, stages, my_tiles);
 
   if constexpr (!T::kFp8) build_pair_table<T>(p, lut, centroid_half, tid);
   // The block's columns, prepared in the K and V^T tiles (ends with a barrier).
@@ -362,17 +349,7 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
       if (has_columns) wide_step<T>(w, qa, k_tile, v_tile, meta, step_tok, range.end, mask, lane);
     }
   };
-  if constexpr (T::kAos) {
-    const core::BlockLayout l = T::layout(p.layout);
-    const bool correct = p.layout.format.norm_corrected_at_decode();
-    if (aos_slot_offset(l, kv_head, 0) & 2) {
-      run(AosStage<T, 2>(l, kv_head, g, c, correct, p.fast_squares_unscale));
-    } else {
-      run(AosStage<T, 0>(l, kv_head, g, c, correct, p.fast_squares_unscale));
-    }
-  } else {
-    run(SoaStage<T>{g, c});
-  }
+  with_stage<T>(p, kv_head, g, c, run);
   loader.drain();
   pdl_launch_dependents();
 

@@ -41,6 +41,14 @@ inline constexpr int kWideColumns = 16 * kWideWarps;  // mma M per warp
 // ldmatrix's eight rows fall in distinct banks), the step's per-token key
 // norm, value scale and zero, and the pair table. The prepared query
 // (kWideColumns x D floats) lives in the K and V^T region before the loop.
+//
+// Neither tile is in dim order. K's columns are in the order of the lanes'
+// fragments (wide_key_column), so that a warp's 32 stores of one fragment
+// register hit 32 banks; the query's A fragments follow it. V^T's rows are
+// the lanes' local value dims, row 8 j + g for local dim j of lane group g
+// (wide_value_row), so that the eight lane groups store to eight consecutive
+// rows (at dim rows 16 g apart, every store would take eight wavefronts); the
+// O fragments' columns are these rows, and the epilogue writes them to their dims.
 template <class T>
 struct WideSmem {
   static constexpr int D = T::kDim;
@@ -58,8 +66,14 @@ struct WideSmem {
   static_assert(D <= 128, "the O fragments of D 256 would take 128 registers");
 };
 
+// K column of a key fragment register: k-step ks, register half p (0: local
+// dims 4 ks, 4 ks + 1 of lane c; 1: 4 ks + 2, 4 ks + 3), the first of its two.
+__device__ __forceinline__ constexpr int wide_key_column(int c, int ks, int p) { return 16 * ks + 8 * p + 2 * c; }
+// V^T row of local value dim j of lane group g.
+__device__ __forceinline__ constexpr int wide_value_row(int g, int j) { return 8 * j + g; }
+
 // One warp's rows (columns of the decode) g and g + 8: their online softmax
-// state and O fragments (n-tile nt: dims 8 nt + 2c, + 1).
+// state and O fragments (n-tile nt: V^T rows 8 nt + 2c, + 1).
 template <int D>
 struct WideRowState {
   float o[D / 8][4];
@@ -106,12 +120,12 @@ __device__ __forceinline__ void wide_dequantize(const Stage& stage, const std::u
     uint4 a;
     key_fragment<T::kKeyBits, T::kLutShift, T::kFp8Format>(kw[0], ks, lut, lut_lane_off, a.x, a.z);
     key_fragment<T::kKeyBits, T::kLutShift, T::kFp8Format>(kw[1], ks, lut, lut_lane_off, a.y, a.w);
-    const int d0 = T::key_dim(c, 4 * ks);
-    const int d2 = T::key_dim(c, 4 * ks + 2);
-    *key_word(g, d0) = a.x;
-    *key_word(g, d2) = a.z;
-    *key_word(g + 8, d0) = a.y;
-    *key_word(g + 8, d2) = a.w;
+    const int col0 = wide_key_column(c, ks, 0);
+    const int col1 = wide_key_column(c, ks, 1);
+    *key_word(g, col0) = a.x;
+    *key_word(g, col1) = a.z;
+    *key_word(g + 8, col0) = a.y;
+    *key_word(g + 8, col1) = a.w;
     if constexpr (T::kNormFromSquares) add_squares<T>(sq, squares, a, ks);
   }
   float scale0, scale1, zero0, zero1;
@@ -132,16 +146,16 @@ __device__ __forceinline__ void wide_dequantize(const Stage& stage, const std::u
     zero[r0 + g + 8] = zero1;
   }
   // V^T: the value fragment (local dim j of lane group g; tokens 2c, 2c + 1 or
-  // 2c + 8, 2c + 9) is one word of the dim's row, its power of two undone.
+  // 2c + 8, 2c + 9) is one word of row wide_value_row(g, j), its power of two undone.
   std::uint32_t vw[4][T::kValueWords];
   stage.load_values(st, vw);
-  auto value_word = [&](int dim, int tok) {
-    return reinterpret_cast<std::uint32_t*>(v_tile + dim * S::kVPitch + r0 + tok);
+  auto value_word = [&](int row, int tok) {
+    return reinterpret_cast<std::uint32_t*>(v_tile + row * S::kVPitch + r0 + tok);
   };
 #pragma unroll
   for (int j = 0; j < 2 * T::kMTiles; ++j) {
     const __half2 inv = __float2half2_rn(1.0f / value_frag_scale<T::kValueBits>(j));  // exact: powers of two
-    const int dim = T::value_dim(g, j);
+    const int dim = wide_value_row(g, j);
     const std::uint32_t lo = value_fragment<T::kValueBits>(vw[0], vw[1], j);
     const std::uint32_t hi = value_fragment<T::kValueBits>(vw[2], vw[3], j);
     const __half2 l2 = __hmul2(*reinterpret_cast<const __half2*>(&lo), inv);
@@ -158,9 +172,9 @@ __device__ __forceinline__ void wide_clear(int r0, __half* v_tile, float* meta, 
   using S = WideSmem<T>;
   if (lane < T::kTile) meta[r0 + lane] = meta[S::kStep + r0 + lane] = meta[2 * S::kStep + r0 + lane] = 0.0f;
   for (int i = lane; i < T::kDim * (T::kTile / 2); i += 32) {
-    const int dim = i / (T::kTile / 2);
+    const int row = i / (T::kTile / 2);
     const int pair = i % (T::kTile / 2);
-    *reinterpret_cast<std::uint32_t*>(v_tile + dim * S::kVPitch + r0 + 2 * pair) = 0u;
+    *reinterpret_cast<std::uint32_t*>(v_tile + row * S::kVPitch + r0 + 2 * pair) = 0u;
   }
 }
 
@@ -304,15 +318,17 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
   prepare_query_rows<D>(p, cols.count, [&](int k) { return cols.row(k); }, prep, nullptr);
   const int k0 = 16 * warp + g, k1 = k0 + 8;  // the lane's two columns
   std::uint32_t qa[T::kKSteps][4];
+  // A of S: (row g, K columns 16 ks + 2c, + 1), (row g + 8, ...), then + 8:
+  // wide_key_column's dims, key_dim(c, 4 ks + {0, 1}) and (c, 4 ks + {2, 3}).
 #pragma unroll
   for (int ks = 0; ks < T::kKSteps; ++ks) {
-    auto q2 = [&](int k, int d) {
-      return k < cols.count ? pack_half2(prep[k * D + d], prep[k * D + d + 1]) : 0u;
+    auto q2 = [&](int k, int j) {
+      return k < cols.count ? pack_half2(prep[k * D + T::key_dim(c, j)], prep[k * D + T::key_dim(c, j + 1)]) : 0u;
     };
-    qa[ks][0] = q2(k0, 16 * ks + 2 * c);
-    qa[ks][1] = q2(k1, 16 * ks + 2 * c);
-    qa[ks][2] = q2(k0, 16 * ks + 8 + 2 * c);
-    qa[ks][3] = q2(k1, 16 * ks + 8 + 2 * c);
+    qa[ks][0] = q2(k0, 4 * ks);
+    qa[ks][1] = q2(k1, 4 * ks);
+    qa[ks][2] = q2(k0, 4 * ks + 2);
+    qa[ks][3] = q2(k1, 4 * ks + 2);
   }
   const WideMask mask = wide_mask<T>(p, rows, cols, k0, k1);
   const bool has_columns = 16 * warp < cols.count;
@@ -362,12 +378,15 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
     w.z1 += __shfl_xor_sync(0xffffffffu, w.z1, x);
   }
   const core::PartialLayout pl = p.partials(D);
+  // O's n-tile n, columns 2c and 2c + 1: V^T rows 8 n + 2c (+ 1), local value
+  // dim n of lane groups 2c and 2c + 1.
   auto write = [&](int k, int half, float m, float l, float z) {
     if (k >= cols.count) return;
     float* acc = p.partial_acc + pl.acc_offset(cols.row(k), split);
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {
-      *reinterpret_cast<float2*>(acc + 8 * n + 2 * c) = make_float2(w.o[n][2 * half] + z, w.o[n][2 * half + 1] + z);
+      acc[T::value_dim(2 * c, n)] = w.o[n][2 * half] + z;
+      acc[T::value_dim(2 * c + 1, n)] = w.o[n][2 * half + 1] + z;
     }
     if (c == 0) {
       float* ml = p.partial_ml + pl.ml_offset(cols.row(k), split);

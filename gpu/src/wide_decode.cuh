@@ -36,6 +36,38 @@ namespace turboquant::cuda::detail {
 inline constexpr int kWideWarps = 4;
 inline constexpr int kWideColumns = 16 * kWideWarps;  // mma M per warp
 
+// K column of a key fragment register: k-step ks, register half p (0: local
+// dims 4 ks, 4 ks + 1 of lane c; 1: 4 ks + 2, 4 ks + 3), the first of its two.
+__host__ __device__ constexpr int wide_key_column(int c, int ks, int p) { return 16 * ks + 8 * p + 2 * c; }
+// V^T row of local value dim j of lane group g.
+__host__ __device__ constexpr int wide_value_row(int g, int j) { return 8 * j + g; }
+
+// Both maps, and T's lane dims, are bijections onto [0, D): every K column and
+// V^T row holds exactly one dim, every dim has one place.
+template <class T>
+constexpr bool wide_maps_are_bijections() {
+  constexpr int D = T::kDim;
+  int key_col[D] = {}, key_dim[D] = {}, value_row[D] = {}, value_dim[D] = {};
+  for (int c = 0; c < 4; ++c) {
+    for (int ks = 0; ks < T::kKSteps; ++ks) {
+      for (int q = 0; q < 4; ++q) {  // local dim 4 ks + q: K column wide_key_column(c, ks, q / 2) + q % 2
+        ++key_col[wide_key_column(c, ks, q / 2) + q % 2];
+        ++key_dim[T::key_dim(c, 4 * ks + q)];
+      }
+    }
+  }
+  for (int g = 0; g < 8; ++g) {
+    for (int j = 0; j < D / 8; ++j) {
+      ++value_row[wide_value_row(g, j)];
+      ++value_dim[T::value_dim(g, j)];
+    }
+  }
+  for (int d = 0; d < D; ++d) {
+    if (key_col[d] != 1 || key_dim[d] != 1 || value_row[d] != 1 || value_dim[d] != 1) return false;
+  }
+  return true;
+}
+
 // Shared memory of a wide block: the warps' pipeline stages, the step's K
 // [64][D] and V^T [D][64] fp16 tiles (rows padded by 16 bytes, so that
 // ldmatrix's eight rows fall in distinct banks), the step's per-token key
@@ -63,14 +95,9 @@ struct WideSmem {
   static constexpr int kBytes = kLutOffset + T::kLutBytes;
   static_assert(kWideColumns * D * 4 <= kMetaOffset - kKOffset, "the prepared query fits the K and V^T tiles");
   static_assert(T::kWarps == kWideWarps, "four warps");
+  static_assert(wide_maps_are_bijections<T>(), "K columns and V^T rows hold every dim once");
   static_assert(D <= 128, "the O fragments of D 256 would take 128 registers");
 };
-
-// K column of a key fragment register: k-step ks, register half p (0: local
-// dims 4 ks, 4 ks + 1 of lane c; 1: 4 ks + 2, 4 ks + 3), the first of its two.
-__device__ __forceinline__ constexpr int wide_key_column(int c, int ks, int p) { return 16 * ks + 8 * p + 2 * c; }
-// V^T row of local value dim j of lane group g.
-__device__ __forceinline__ constexpr int wide_value_row(int g, int j) { return 8 * j + g; }
 
 // One warp's rows (columns of the decode) g and g + 8: their online softmax
 // state and O fragments (n-tile nt: V^T rows 8 nt + 2c, + 1).

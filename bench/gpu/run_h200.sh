@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One full device session: build, tests, benchmarks, sanitizers; logs to $OUT.
 #   bash bench/gpu/run_h200.sh [steps]   steps: comma list of
-#   build,test,ctest,bench,multi,dequantize,cpu,compare,loader,dram,sdpa,memcheck,racecheck,initcheck,
+#   build,test,ctest,bench,multi,dequantize,cpu,compare,wide,loader,dram,sdpa,memcheck,racecheck,initcheck,
 #   synccheck,sass,ncu (default: build,test,bench,sdpa and the four sanitizers)
 #   ctest     the whole suite (CPU, tool, reliability and GPU tests; the cross-backend
 #             tests then include the CUDA backends); builds every target
@@ -14,12 +14,17 @@
 #   compare   bench_gpu of $TQ_BASELINE_BENCH (a binary of an earlier commit, carried)
 #             and of this tree, interleaved TQ_COMPARE_ROUNDS times (default 3), then
 #             bench/gpu/compare_bench.py (exit 1 if a ratio exceeds 1.02)
+#   wide      bench_gpu --q-len TQ_WIDE_Q_LENS (default 1,4,8,16,128; 4bit_nc, fast, TQ_WIDE_SHAPES,
+#             default 1x4096,8x8192,16x32768) with the wide
+#             kernel and with TQ_FAST_WIDE=off (two column tiles), interleaved TQ_COMPARE_ROUNDS
+#             times (default 2)
 #   loader    bench_gpu --mode fast --layout both (TQ_LOADER_SHAPES, default 1x4096,32x8192,16x32768)
 #             with tensor copies (the default) and with TQ_FAST_LOADER=cp.async,
 #             interleaved TQ_COMPARE_ROUNDS times (default 3)
 #   dram      ncu's DRAM and L2 bytes of the fast decode, 16x32768, SoA and AoS, 4bit_nc and k8v4
 #             (dram.log; PERFORMANCE.md round 14)
 #   TQ_TEST_FILTER   gtest filter of the test step (default: all of test_gpu)
+#   TQ_SAN_FILTER    gtest filter of the four sanitizer steps (default: the kernels' own tests below)
 #   TQ_CPU_BENCH_FILTER  bench_cpu filter of the cpu step (default decode-multi/.*/t2/)
 #   TQ_BENCH_ARGS    extra bench_gpu arguments of the bench step (e.g. --mode fast
 #                    --shape 1x4096,32x8192,16x32768; both layouts by default)
@@ -82,6 +87,13 @@ compare() {
   done
   python3 bench/gpu/compare_bench.py --baseline "$OUT"/compare-baseline-*.csv --current "$OUT"/compare-current-*.csv
 }
+wide() {
+  local rounds=${TQ_COMPARE_ROUNDS:-2} i args=(--mode fast --preset 4bit_nc --shape ${TQ_WIDE_SHAPES:-1x4096,8x8192,16x32768} --q-len ${TQ_WIDE_Q_LENS:-1,4,8,16,128})
+  for ((i = 1; i <= rounds; ++i)); do
+    $B/bench/gpu/bench_gpu "${args[@]}" --csv "$OUT/wide-on-$i.csv" || return 1
+    TQ_FAST_WIDE=off $B/bench/gpu/bench_gpu "${args[@]}" --csv "$OUT/wide-off-$i.csv" || return 1
+  done
+}
 loader() {
   local rounds=${TQ_COMPARE_ROUNDS:-3} i args=(--mode fast --layout both --shape "${TQ_LOADER_SHAPES:-1x4096,32x8192,16x32768}")
   for ((i = 1; i <= rounds; ++i)); do
@@ -100,7 +112,7 @@ dram() {
     done
   done
 }
-export -f build compare loader dram
+export -f build compare wide loader dram
 export B OUT steps
 has build && { run_step build 300 bash -c build || { log "build failed"; exit 1; }; }
 has test && run_step test 200 $B/tests/test_gpu --gtest_color=no --gtest_filter="${TQ_TEST_FILTER:-*}"
@@ -113,15 +125,18 @@ has cpu && run_step cpu-test 120 $B/tests/test_cpu --gtest_color=no \
 has cpu && run_step cpu-bench 120 taskset -c 0,1 $B/bench/cpu/bench_cpu --benchmark_filter="${TQ_CPU_BENCH_FILTER:-decode-multi/.*/t2/}" \
   --benchmark_min_time=0.2
 has compare && run_step compare 200 bash -c compare
+has wide && run_step wide 240 bash -c wide
 has loader && run_step loader 240 bash -c loader
 has dram && run_step dram 150 bash -c dram
 has ctest && run_step ctest 300 bash -c "cd $B && ctest -j16 --output-on-failure"
 has sdpa && PYTHONUNBUFFERED=1 run_step sdpa 90 python3 bench/gpu/sdpa_baseline.py --csv "$OUT/sdpa.csv"
 SAN_FILTER='GpuCases.*:GpuGraph.*:GpuPlan.*:GpuDeviceHelpers.*:GpuFastHelpers.*:GpuDecode.LargeGrid*:GpuDecode.AosLargeGrid*:GpuDecode.AosCacheAtAnyEvenOffset*:GpuEncode.*Misaligned*:GpuFastAos.*:GpuDequantize*:GpuMultiToken.*:*GpuMultiTokenGrid*/2*'
+SAN_FILTER=${TQ_SAN_FILTER:-$SAN_FILTER}
+RACE_FILTER=${TQ_SAN_FILTER:-"GpuMultiToken.*:GpuCases.*:GpuPlan.*:GpuDeviceHelpers.*:GpuDecode.LargeGrid*:GpuDecode.AosLargeGrid*:GpuEncode.*Misaligned*:GpuFastAos.*:GpuDequantize*:*GpuMultiTokenGrid*/2*"}
 has memcheck && run_step memcheck 120 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \
   $B/tests/test_gpu --gtest_filter="$SAN_FILTER" --gtest_color=no
 has racecheck && run_step racecheck 120 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 \
-  $B/tests/test_gpu --gtest_filter="GpuMultiToken.*:GpuCases.*:GpuPlan.*:GpuDeviceHelpers.*:GpuDecode.LargeGrid*:GpuDecode.AosLargeGrid*:GpuEncode.*Misaligned*:GpuFastAos.*:GpuDequantize*:*GpuMultiTokenGrid*/2*" --gtest_color=no
+  $B/tests/test_gpu --gtest_filter="$RACE_FILTER" --gtest_color=no
 has initcheck && run_step initcheck 150 compute-sanitizer --tool initcheck --error-exitcode 9 \
   $B/tests/test_gpu --gtest_filter="$SAN_FILTER" --gtest_color=no
 has synccheck && run_step synccheck 120 compute-sanitizer --tool synccheck --error-exitcode 9 \

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -56,6 +57,18 @@ float fast_centroid_scale(const Codebook& cb) {
 }
 
 namespace {
+
+// False when the environment sets TQ_FAST_WIDE=off (read once): the
+// benchmarks' way to time the wide kernel against two column tiles in one
+// process. Like TQ_FAST_LOADER it picks the kernel, never what it computes
+// beyond the fast mode's bound.
+bool wide_kernel_enabled() {
+  static const bool enabled = [] {
+    const char* wide = std::getenv("TQ_FAST_WIDE");
+    return wide == nullptr || std::strcmp(wide, "off") != 0;
+  }();
+  return enabled;
+}
 
 std::size_t shape_bytes(std::int64_t count, std::size_t element_bytes) {
   return static_cast<std::size_t>(count) * element_bytes;  // no overflow: check_decode_buffers passed
@@ -199,9 +212,10 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
   p.num_blocks = cache.num_blocks;
   // Tiles by tensor copies where the format and strides allow (tensor_box.hpp).
   const bool dense_rotation = a.rotation.data != nullptr && !l.format.fp8_keys();
-  const int column_tiles = out->fast ? fast_column_tiles(out->has_query_start_loc, a.num_q_heads / l.num_kv_heads,
-                                                         rows, a.batch, l.format.head_dim, dense_rotation)
-                                     : 1;
+  int column_tiles = out->fast ? fast_column_tiles(out->has_query_start_loc, a.num_q_heads / l.num_kv_heads, rows,
+                                                   a.batch, l.format.head_dim, dense_rotation)
+                               : 1;
+  if (column_tiles == kFastWideColumnTiles && !wide_kernel_enabled()) column_tiles = 2;
   // The wide kernel stages its tiles with cp.async.
   if (out->fast && column_tiles != kFastWideColumnTiles && tensor_copy_fits(l) && device_has_tensor_copies() &&
       tensor_copies_enabled()) {

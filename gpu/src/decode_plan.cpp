@@ -215,9 +215,9 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
   int column_tiles = out->fast ? fast_column_tiles(out->has_query_start_loc, a.num_q_heads / l.num_kv_heads, rows,
                                                    a.batch, l.format.head_dim, dense_rotation)
                                : 1;
-  if (fast_is_wide(column_tiles) && !wide_kernel_enabled()) column_tiles = 2;
+  if (column_tiles == kFastWideColumnTiles && !wide_kernel_enabled()) column_tiles = 2;
   // The wide kernel stages its tiles with cp.async.
-  if (out->fast && !fast_is_wide(column_tiles) && tensor_copy_fits(l) && device_has_tensor_copies() &&
+  if (out->fast && column_tiles != kFastWideColumnTiles && tensor_copy_fits(l) && device_has_tensor_copies() &&
       tensor_copies_enabled()) {
     p.tensor_copy = encode_tensor_maps(l, cache.data, cache.num_blocks, &out->maps);
   }

@@ -25,50 +25,41 @@ cudaError_t launch_fast_instance(const DecodeParams& p, const FastTensorMaps& ma
   return cudaGetLastError();
 }
 
-// The wide kernel of T's format with kWarps warps (wide_decode.cuh): grid
-// (splits, Hk, row blocks).
-template <class T, int kWarps>
+// The wide kernel of T's format (wide_decode.cuh): grid (splits, Hk, row blocks).
+template <class T>
 cudaError_t launch_wide(const DecodeParams& p, cudaStream_t stream) {
-  using W = WithWarps<T, kWarps>;
+  using W = WithWarps<T, kWideWarps>;
   static PerDeviceInt attr_cache;
   const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, wide_decode_kernel<W>, WideSmem<W>::kBytes);
   if (attr != cudaSuccess) return attr;
   const auto row_blocks = fast_row_blocks(true, p.rows, p.batch, p.fast_rows_per_block);
   const dim3 grid(p.plan_splits, p.layout.num_kv_heads, static_cast<unsigned>(row_blocks));
-  wide_decode_kernel<W><<<grid, W::kThreads, WideSmem<W>::kBytes, stream>>>(FastTensorMaps{}, p);
+  wide_decode_kernel<W><<<grid, 32 * kWideWarps, WideSmem<W>::kBytes, stream>>>(FastTensorMaps{}, p);
   return cudaGetLastError();
 }
 
-template <class T, int kWarps>
+template <class T>
 int wide_occupancy() {
-  using W = WithWarps<T, kWarps>;
+  using W = WithWarps<T, kWideWarps>;
   static PerDeviceInt attr_cache, blocks_cache;
   return blocks_cache.get([] {
     if (set_max_dynamic_smem_once(attr_cache, wide_decode_kernel<W>, WideSmem<W>::kBytes) != cudaSuccess) return 0;
     int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, wide_decode_kernel<W>, W::kThreads, WideSmem<W>::kBytes) !=
-        cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, wide_decode_kernel<W>, 32 * kWideWarps,
+                                                      WideSmem<W>::kBytes) != cudaSuccess) {
       return 0;
     }
     return n;
   });
 }
 
-// f(std::integral_constant<int, warps>{}) for the wide kernel of column_tiles.
-template <class F>
-auto with_wide_warps(int column_tiles, F&& f) {
-  return wide_warps(column_tiles) == 2 ? f(std::integral_constant<int, 2>{}) : f(std::integral_constant<int, 4>{});
-}
-
 // Multi-token rows and windows take the kRows instance (sinks only change the
-// merge), with p.fast_column_tiles column tiles (fast_plan.hpp); four and
-// eight take the wide kernel.
+// merge), with p.fast_column_tiles column tiles (fast_plan.hpp); eight take
+// the wide kernel.
 template <class T>
 cudaError_t launch_fast(const DecodeParams& p, const FastTensorMaps& maps, cudaStream_t stream) {
   if constexpr (fast_has_two_column_tiles(T::kDim) && !T::kTensorCopy) {
-    if (fast_is_wide(p.fast_column_tiles)) {
-      return with_wide_warps(p.fast_column_tiles, [&](auto w) { return launch_wide<T, decltype(w)::value>(p, stream); });
-    }
+    if (p.fast_column_tiles == kFastWideColumnTiles) return launch_wide<T>(p, stream);
   }
   if constexpr (fast_has_two_column_tiles(T::kDim)) {
     if (p.fast_column_tiles == 2) return launch_fast_instance<WithColumnTiles<T, 2>, true>(p, maps, stream);
@@ -142,8 +133,8 @@ int fast_decode_occupancy_dim(const core::Format& f, int column_tiles) {
   (void)dispatch_fast<D, kTensorCopyInstances>(f, kTensorCopyInstances, "fast decode", [&](auto traits) {
     using T = decltype(traits);
     if constexpr (fast_has_two_column_tiles(D) && !T::kTensorCopy) {
-      if (fast_is_wide(column_tiles)) {
-        blocks = with_wide_warps(column_tiles, [](auto w) { return wide_occupancy<T, decltype(w)::value>(); });
+      if (column_tiles == kFastWideColumnTiles) {
+        blocks = wide_occupancy<T>();
         return Status();
       }
     }

@@ -1,7 +1,6 @@
 // The wide fast decode: multi-token rows with more than 16 (row, head)
-// columns per (sequence, KV head), 16 per warp and 32 or 64 per block (two or
-// four warps: fast_plan.hpp's wide_warps), reading and dequantizing each K/V
-// tile once for all of them.
+// columns per (sequence, KV head), up to kWideColumns per block, reading and
+// dequantizing each K/V tile once for all of them.
 //
 // The fast kernel (fast_decode.cuh) keeps a block's columns as the mma's N and
 // each warp's O^T fragments in registers, 32 per 8 columns at D 128, so a block
@@ -11,16 +10,16 @@
 // dequantized once per block into shared memory as fp16, where every warp reads
 // it as B fragments (ldmatrix):
 //   S = Q K^T   A: the warp's 16 query columns (registers, prepared once),
-//               B: K [token][dim] (16 W tokens per step);
+//               B: K [token][dim] (64 tokens per step);
 //   O = P V     A: the probabilities times the tokens' value scales
 //               (registers, from S's accumulators), B: V^T [dim][token], exact
 //               integer codes; the zero points add sum(p * zero) per column.
-// W warps; a step covers 16 W tokens, one 16-token tile per warp, each warp
+// Four warps; a step covers 64 tokens, one 16-token tile per warp, each warp
 // streaming its tiles through the fast kernel's cp.async pipeline
-// (FastTileLoader with W warps: tile i goes to warp i % W) and dequantizing
+// (FastTileLoader with four warps: tile i goes to warp i % 4) and dequantizing
 // it with the fast kernel's stage readers and fragments (fast_stage.cuh,
 // fast_fragments.cuh). Two barriers per step: the tile is written, then read.
-// The online softmax runs once per step. The partials go to the same
+// The online softmax runs once per 64 tokens. The partials go to the same
 // workspace as the fast kernel's, and merge_kernel finishes.
 #pragma once
 
@@ -33,6 +32,9 @@
 #include "query_prep.cuh"
 
 namespace turboquant::cuda::detail {
+
+inline constexpr int kWideWarps = 4;
+inline constexpr int kWideColumns = 16 * kWideWarps;  // mma M per warp
 
 // K column of a key fragment register: k-step ks, register half p (0: local
 // dims 4 ks, 4 ks + 1 of lane c; 1: 4 ks + 2, 4 ks + 3), the first of its two.
@@ -67,10 +69,10 @@ constexpr bool wide_maps_are_bijections() {
 }
 
 // Shared memory of a wide block: the warps' pipeline stages, the step's K
-// [16 W][D] and V^T [D][16 W] fp16 tiles (rows padded by 16 bytes, so that
+// [64][D] and V^T [D][64] fp16 tiles (rows padded by 16 bytes, so that
 // ldmatrix's eight rows fall in distinct banks), the step's per-token key
 // norm, value scale and zero, and the pair table. The prepared query
-// (kColumns = 16 W columns x D floats) lives in the K and V^T region before the loop.
+// (kWideColumns x D floats) lives in the K and V^T region before the loop.
 //
 // Neither tile is in dim order. K's columns are in the order of the lanes'
 // fragments (wide_key_column), so that a warp's 32 stores of one fragment
@@ -82,9 +84,7 @@ constexpr bool wide_maps_are_bijections() {
 template <class T>
 struct WideSmem {
   static constexpr int D = T::kDim;
-  static constexpr int kWarps = T::kWarps;
-  static constexpr int kColumns = 16 * kWarps;         // mma M: 16 per warp
-  static constexpr int kStep = kWarps * T::kTile;      // tokens per step
+  static constexpr int kStep = kWideWarps * T::kTile;  // tokens per step
   static constexpr int kKPitch = D + 8;                // halfs per K row
   static constexpr int kVPitch = kStep + 8;            // halfs per V^T row
   static constexpr int kPipeBytes = T::kPipeBytes;
@@ -93,8 +93,8 @@ struct WideSmem {
   static constexpr int kMetaOffset = kVOffset + D * kVPitch * 2;
   static constexpr int kLutOffset = kMetaOffset + 3 * kStep * 4;
   static constexpr int kBytes = kLutOffset + T::kLutBytes;
-  static_assert(kColumns * D * 4 <= kMetaOffset - kKOffset, "the prepared query fits the K and V^T tiles");
-  static_assert(kWarps == 2 || kWarps == 4, "two or four warps (kStep / 8 score n-tiles, an even number of k-steps)");
+  static_assert(kWideColumns * D * 4 <= kMetaOffset - kKOffset, "the prepared query fits the K and V^T tiles");
+  static_assert(T::kWarps == kWideWarps, "four warps");
   static_assert(wide_maps_are_bijections<T>(), "K columns and V^T rows hold every dim once");
   static_assert(D <= 128, "the O fragments of D 256 would take 128 registers");
 };
@@ -205,7 +205,7 @@ __device__ __forceinline__ void wide_clear(int r0, __half* v_tile, float* meta, 
   }
 }
 
-// The warp's step over the 16 W tokens from step_tok: S = Q K^T, the online
+// The warp's step over the 64 tokens from step_tok: S = Q K^T, the online
 // softmax of its two rows per lane, O += (P * scale) V.
 template <class T>
 __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::uint32_t (&qa)[T::kKSteps][4],
@@ -308,7 +308,7 @@ __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::u
 }
 
 template <class T>
-__global__ void __launch_bounds__(32 * T::kWarps, 8 / T::kWarps)
+__global__ void __launch_bounds__(32 * kWideWarps, 2)
     wide_decode_kernel(const __grid_constant__ FastTensorMaps maps, DecodeParams p) {
   using S = WideSmem<T>;
   constexpr int D = T::kDim;
@@ -333,8 +333,8 @@ __global__ void __launch_bounds__(32 * T::kWarps, 8 / T::kWarps)
   const std::int32_t* block_row = p.block_table + std::int64_t{rows.b} * p.max_blocks_per_seq;
 
   const int num_tiles = (range.size() + T::kTile - 1) / T::kTile;
-  const int my_tiles = num_tiles > warp ? (num_tiles - warp + S::kWarps - 1) / S::kWarps : 0;
-  const int steps = (num_tiles + S::kWarps - 1) / S::kWarps;
+  const int my_tiles = num_tiles > warp ? (num_tiles - warp + kWideWarps - 1) / kWideWarps : 0;
+  const int steps = (num_tiles + kWideWarps - 1) / kWideWarps;
   std::uint8_t* const stages = smem + warp * T::kStages * T::kStageBytes;
   FastTileLoader<T> loader(p, block_row, range, kv_head, warp, lane, my_tiles);
   std::uint8_t* issue_stage = issue_first_stages<T>(loader, stages, my_tiles);

@@ -124,18 +124,17 @@ int column_tiles_of(const MultiProblem& m) {
 
 // The grid above runs every fast instance of multi-token rows: one column
 // tile (8 columns), two (16: each dequantized fragment feeds two mma) and the
-// wide kernel with two warps (32 columns) and four (64, wide_decode.cuh).
+// wide kernel (up to 64 columns, wide_decode.cuh).
 TEST(GpuMultiToken, TheGridCoversEveryColumnTiling) {
   int tiles[cuda::detail::kFastWideColumnTiles + 1] = {};
   for (std::size_t i = 0; i < combos().size(); ++i) {
     ++tiles[column_tiles_of(make_multi_problem(testing::spec_of(combos()[i], 101 + static_cast<std::uint32_t>(i))))];
   }
-  std::printf("combos with 1 / 2 / 4 (wide, 2 warps) / 8 (wide, 4 warps) column tiles: %d / %d / %d / %d\n", tiles[1],
-              tiles[2], tiles[4], tiles[8]);
+  std::printf("combos with 1 / 2 column tiles / wide: %d / %d / %d\n", tiles[1], tiles[2],
+              tiles[cuda::detail::kFastWideColumnTiles]);
   EXPECT_GE(tiles[1], 5);
   EXPECT_GE(tiles[2], 5);
-  EXPECT_GE(tiles[4], 3);
-  EXPECT_GE(tiles[8], 5);
+  EXPECT_GE(tiles[cuda::detail::kFastWideColumnTiles], 10);
 }
 
 // Two column tiles with a group that does not divide them (5 rows x 3 heads =
@@ -163,36 +162,29 @@ TEST(GpuMultiToken, TwoColumnTilesWithRowsAcrossTheTileBoundary) {
   }
 }
 
-// The wide kernel: 16 columns per warp, four warps (64 columns) and two (32).
-// GQA 3 (rows x 3 heads: rows across the warps' boundaries) and 8, D 64 and
-// 128, both layouts, a window and sinks. Four warps: a sequence with more rows
-// than a block holds (70: four row blocks), one with as many rows as tokens,
-// one with 2 rows; two warps: 17 to 32 columns per sequence on average.
+// The wide kernel: 64 columns per block, 16 per warp. GQA 3 (21 rows x 3
+// heads: rows across the warps' boundaries) and 8, D 64 and 128, both
+// layouts, a window and sinks; a sequence with more rows than a block holds
+// (70: four row blocks), one with as many rows as tokens, one with 2 rows.
 TEST(GpuMultiToken, WideColumnsWithRowsAcrossTheWarps) {
   TQ_REQUIRE_DEVICE();
-  for (const int warps : {4, 2}) {
-    for (const auto& [layout, dims, group] : {std::tuple{LayoutKind::kSoA, 128, 3}, std::tuple{LayoutKind::kAoS, 64, 3},
-                                              std::tuple{LayoutKind::kAoS, 128, 8}, std::tuple{LayoutKind::kSoA, 64, 8}}) {
-      for (int window : {0, 45}) {
-        testing::MultiSpec spec;
-        spec.base.format = preset_format(Preset::k4BitNc, dims, layout);
-        spec.base.num_kv_heads = 2;
-        spec.base.group = group;
-        spec.base.block_size = 16;
-        spec.base.seq_lens = {90, 7, 260, 33};
-        spec.base.seed = 41 + window + warps;
-        if (warps == 4) {
-          spec.q_lens = {30, 7, 70, 2};
-        } else {
-          spec.q_lens = group == 3 ? std::vector<int>{9, 7, 23, 2} : std::vector<int>{5, 3, 6, 2};
-        }
-        spec.window = window;
-        spec.sinks = testing::sink_values(spec.base.num_kv_heads * group, 3);
-        SCOPED_TRACE(spec.name());
-        const MultiProblem m = make_multi_problem(spec);
-        ASSERT_EQ(cuda::detail::wide_warps(column_tiles_of(m)), warps);
-        expect_both_modes(m, 32);
-      }
+  for (const auto& [layout, dims, group] : {std::tuple{LayoutKind::kSoA, 128, 3}, std::tuple{LayoutKind::kAoS, 64, 3},
+                                            std::tuple{LayoutKind::kAoS, 128, 8}, std::tuple{LayoutKind::kSoA, 64, 8}}) {
+    for (int window : {0, 45}) {
+      testing::MultiSpec spec;
+      spec.base.format = preset_format(Preset::k4BitNc, dims, layout);
+      spec.base.num_kv_heads = 2;
+      spec.base.group = group;
+      spec.base.block_size = 16;
+      spec.base.seq_lens = {90, 7, 260, 33};
+      spec.base.seed = 41 + window;
+      spec.q_lens = {30, 7, 70, 2};
+      spec.window = window;
+      spec.sinks = testing::sink_values(spec.base.num_kv_heads * group, 3);
+      SCOPED_TRACE(spec.name());
+      const MultiProblem m = make_multi_problem(spec);
+      ASSERT_EQ(column_tiles_of(m), cuda::detail::kFastWideColumnTiles);
+      expect_both_modes(m, 32);
     }
   }
 }

@@ -45,24 +45,30 @@ TQ_HD constexpr int plan_nonempty(bool tile_aligned, int seq_len, int splits) {
 // Multi-token rows (query_rows.cuh's FastRows): a block takes several rows of
 // one sequence as its mma columns, 8 per column tile.
 //
-// Column tiles per block: two for multi-token rows with more than 8 (row,
-// head) columns per sequence on average (rows x group > 8 x batch: the host's
-// view, query_start_loc stays on the device) and a group of at most 8, so that
-// each dequantized key and value fragment feeds two mma (the tile is read and
-// dequantized once for 16 columns instead of twice); one otherwise. D 256
-// keeps one: its O^T fragments alone would take 128 registers per column tile.
-// Eight column tiles (64 columns, more than 16 per sequence on average) take
-// the wide kernel (wide_decode.cuh: the tile dequantized once into shared
-// memory for all of them), which needs the Hadamard rotation or FP8 keys (its
-// prepared query takes the room of a dense rotation's scratch).
+// Column tiles per block, from the (row, head) columns per sequence on
+// average (rows x group / batch: the host's view, query_start_loc stays on
+// the device), for a group of at most 8:
+//   up to 8    one (the single-token kernel's shape);
+//   9 to 32    two, so that each dequantized key and value fragment feeds two
+//              mma (the tile is read and dequantized once per 16 columns);
+//   above 32   eight: the wide kernel (wide_decode.cuh: four warps, 64
+//              columns, the tile dequantized once into shared memory for all).
+// Measured on the H200 (docs/PERFORMANCE.md round 15): with 32 columns per
+// sequence the wide kernel, half idle, took 1.04-1.57x the time of two
+// blocks of two tiles (a two-warp wide kernel of 32 columns: 1.53-2.17x); with
+// 64 it took 0.60x (16 x 32768) and 0.86-0.93x (8 x 8192).
+// D 256 keeps one: its O^T fragments alone would take 128 registers per column
+// tile. The wide kernel needs the Hadamard rotation or FP8 keys (its prepared
+// query takes the room of a dense rotation's scratch): two tiles otherwise.
 inline constexpr int kFastWideColumnTiles = 8;
 TQ_HD constexpr bool fast_has_two_column_tiles(int head_dim) { return head_dim <= 128; }
 TQ_HD constexpr int fast_column_tiles(bool has_query_start_loc, int group, std::int64_t rows, int batch,
                                       int head_dim, bool dense_rotation = false) {
   if (!has_query_start_loc || !fast_has_two_column_tiles(head_dim) || group > kFastHeadsPerBlock) return 1;
   const std::int64_t columns = rows * group;  // over the batch
-  if (columns > std::int64_t{2 * kFastHeadsPerBlock} * batch && !dense_rotation) return kFastWideColumnTiles;
-  return columns > std::int64_t{kFastHeadsPerBlock} * batch ? 2 : 1;
+  const std::int64_t per_tile = std::int64_t{kFastHeadsPerBlock} * batch;
+  if (columns > 4 * per_tile && !dense_rotation) return kFastWideColumnTiles;
+  return columns > per_tile ? 2 : 1;
 }
 // Rows per fast block: one without query_start_loc (a row is a sequence);
 // with it, as many rows as leave room for the chunk's heads in the block's
@@ -82,8 +88,8 @@ TQ_HD constexpr std::int64_t fast_row_blocks(bool has_query_start_loc, int rows,
 static_assert(fast_row_blocks(true, 10, 3, 2) == 8 && fast_rows_per_block(true, 4) == 2 && fast_rows_per_block(true, 16) == 1);
 static_assert(fast_rows_per_block(true, 4, 2) == 4 && fast_rows_per_block(true, 8, 2) == 2 && fast_rows_per_block(true, 3, 2) == 5);
 static_assert(fast_column_tiles(true, 4, 32, 16, 128) == 1 && fast_column_tiles(true, 4, 33, 16, 128) == 2);
-static_assert(fast_column_tiles(true, 4, 65, 16, 128) == kFastWideColumnTiles &&
-              fast_column_tiles(true, 4, 65, 16, 128, true) == 2 && fast_rows_per_block(true, 4, 8) == 16);
+static_assert(fast_column_tiles(true, 4, 128, 16, 128) == 2 && fast_column_tiles(true, 4, 129, 16, 128) == kFastWideColumnTiles &&
+              fast_column_tiles(true, 4, 129, 16, 128, true) == 2 && fast_rows_per_block(true, 4, 8) == 16);
 static_assert(fast_column_tiles(false, 4, 64, 1, 128) == 1 && fast_column_tiles(true, 4, 64, 1, 256) == 1 &&
               fast_column_tiles(true, 16, 64, 1, 128) == 1);
 

@@ -1,4 +1,4 @@
-// The wide fast decode: multi-token rows with more than 16 (row, head)
+// The wide fast decode: multi-token rows with more than 32 (row, head)
 // columns per (sequence, KV head), up to kWideColumns per block, reading and
 // dequantizing each K/V tile once for all of them.
 //

@@ -151,7 +151,7 @@ TEST(GpuMultiToken, TwoColumnTilesWithRowsAcrossTheTileBoundary) {
     spec.base.block_size = 16;
     spec.base.seq_lens = {90, 7, 260};
     spec.base.seed = 31;
-    // 8 to 16 columns per sequence on average (more take the wide kernel).
+    // 8 to 16 columns per sequence on average (more than 32 take the wide kernel).
     spec.q_lens = group == 3 ? std::vector<int>{5, 4, 3} : std::vector<int>{3, 1, 2};
     spec.window = 45;
     spec.sinks = testing::sink_values(spec.base.num_kv_heads * group, 3);

@@ -108,9 +108,14 @@ struct WideRowState {
 };
 
 // The attended ranges of a lane's two rows (their columns' query rows), and
-// where the block's union starts (before it no column attends: metadata unread).
+// the range every column of the block attends to (a step inside it and the
+// split needs no masking: most steps of a long sequence).
 struct WideMask {
   int lo0, hi0, lo1, hi1;
+  int all_begin, all_end;
+  __device__ __forceinline__ bool needed(int step_tok, int step, int end) const {
+    return step_tok < all_begin || step_tok + step > min(all_end, end);
+  }
 };
 
 template <class T>
@@ -121,7 +126,8 @@ __device__ __forceinline__ WideMask wide_mask(const DecodeParams& p, const FastR
     return core::attended_range(first_pos + min(k / cols.heads, rows.count - 1), p.sliding_window);
   };
   const core::TokenRange r0 = range(k0), r1 = range(k1);
-  WideMask m{r0.begin, r0.end, r1.begin, r1.end};
+  // The last row starts latest and the first ends first.
+  WideMask m{r0.begin, r0.end, r1.begin, r1.end, range(cols.count - 1).begin, first_pos + 1};
   if (k0 >= cols.count) m.lo0 = m.hi0 = 0;  // columns past the block's: no token
   if (k1 >= cols.count) m.lo1 = m.hi1 = 0;
   return m;
@@ -234,15 +240,20 @@ __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::u
   const float* scale = meta + S::kStep;
   const float* zero = meta + 2 * S::kStep;
   float mx0 = -core::kInf, mx1 = -core::kInf;
+  const bool masked = mask.needed(step_tok, S::kStep, end);  // block-uniform
 #pragma unroll
   for (int n = 0; n < kNT; ++n) {
+    const float2 kn = *reinterpret_cast<const float2*>(norm + 8 * n + 2 * c);
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const int r = 8 * n + 2 * c + e;
-      const int t = step_tok + r;
-      const float kn = norm[r];
-      s[n][e] = t < end && t >= mask.lo0 && t < mask.hi0 ? s[n][e] * kn : -core::kInf;
-      s[n][2 + e] = t < end && t >= mask.lo1 && t < mask.hi1 ? s[n][2 + e] * kn : -core::kInf;
+      const float k = e == 0 ? kn.x : kn.y;
+      s[n][e] *= k;
+      s[n][2 + e] *= k;
+      if (masked) {
+        const int t = step_tok + 8 * n + 2 * c + e;
+        if (t >= end || t < mask.lo0 || t >= mask.hi0) s[n][e] = -core::kInf;
+        if (t >= end || t < mask.lo1 || t >= mask.hi1) s[n][2 + e] = -core::kInf;
+      }
       mx0 = fmaxf(mx0, s[n][e]);
       mx1 = fmaxf(mx1, s[n][2 + e]);
     }
@@ -261,17 +272,18 @@ __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::u
   std::uint32_t pa[S::kStep / 16][4];  // A of O = P V per 16-token k-step
 #pragma unroll
   for (int n = 0; n < kNT; ++n) {
-    float sc[2];
+    const float2 sc2 = *reinterpret_cast<const float2*>(scale + 8 * n + 2 * c);
+    const float2 zr2 = *reinterpret_cast<const float2*>(zero + 8 * n + 2 * c);
+    const float sc[2] = {sc2.x, sc2.y};
+    const float zr[2] = {zr2.x, zr2.y};
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const int r = 8 * n + 2 * c + e;
       s[n][e] = fast_exp2(s[n][e] - ref0);
       s[n][2 + e] = fast_exp2(s[n][2 + e] - ref1);
       sum0 += s[n][e];
       sum1 += s[n][2 + e];
-      zs0 += s[n][e] * zero[r];
-      zs1 += s[n][2 + e] * zero[r];
-      sc[e] = scale[r];
+      zs0 += s[n][e] * zr[e];
+      zs1 += s[n][2 + e] * zr[e];
     }
     // k-step n / 2: registers 0, 1 from n-tile 2kk (tokens 2c, 2c + 1), 2, 3 from 2kk + 1.
     pa[n / 2][(n % 2) * 2] = pack_half2(s[n][0] * sc[0], s[n][1] * sc[1]);

@@ -33,14 +33,7 @@ __device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWa
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
     FastWarpState<T>& w = state[n];
-    // Column sums span the 8 lanes of a c.
-#pragma unroll
-    for (int x = 4; x <= 16; x <<= 1) {
-      w.l0 += __shfl_xor_sync(0xffffffffu, w.l0, x);
-      w.l1 += __shfl_xor_sync(0xffffffffu, w.l1, x);
-      w.z0 += __shfl_xor_sync(0xffffffffu, w.z0, x);
-      w.z1 += __shfl_xor_sync(0xffffffffu, w.z1, x);
-    }
+    sum_lane_shares<4, 16>(w);  // column sums span the 8 lanes of a c
     if (g == 0) {
       const int k = T::kHeads * n + 2 * c;
       warp_max[warp][k] = w.m0;

@@ -79,6 +79,19 @@ struct FastWarpState {
   }
 };
 
+// Completes the lanes' shares of the sums (l0, l1, z0, z1 of a FastWarpState
+// or WideRowState) over the lanes that differ in the xor masks kFirst, 2 kFirst, .. kLast.
+template <int kFirst, int kLast, class State>
+__device__ __forceinline__ void sum_lane_shares(State& w) {
+#pragma unroll
+  for (int x = kFirst; x <= kLast; x <<= 1) {
+    w.l0 += __shfl_xor_sync(0xffffffffu, w.l0, x);
+    w.l1 += __shfl_xor_sync(0xffffffffu, w.l1, x);
+    w.z0 += __shfl_xor_sync(0xffffffffu, w.z0, x);
+    w.z1 += __shfl_xor_sync(0xffffffffu, w.z1, x);
+  }
+}
+
 // What the tile step needs besides the staged tile: the pair table, this
 // lane's copy offset in it, the query's B fragments and the lane's column
 // masks, per column tile.

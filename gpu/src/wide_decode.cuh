@@ -408,14 +408,7 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
   loader.drain();
   pdl_launch_dependents();
 
-  // The partials of the lane's two columns: sums over the four lanes of a row.
-#pragma unroll
-  for (int x = 1; x <= 2; x <<= 1) {
-    w.l0 += __shfl_xor_sync(0xffffffffu, w.l0, x);
-    w.l1 += __shfl_xor_sync(0xffffffffu, w.l1, x);
-    w.z0 += __shfl_xor_sync(0xffffffffu, w.z0, x);
-    w.z1 += __shfl_xor_sync(0xffffffffu, w.z1, x);
-  }
+  sum_lane_shares<1, 2>(w);  // the partials of the lane's two columns: sums over the four lanes of a row
   const core::PartialLayout pl = p.partials(D);
   // O's n-tile n, columns 2c and 2c + 1: V^T rows 8 n + 2c (+ 1), local value
   // dim n of lane groups 2c and 2c + 1.

@@ -35,11 +35,15 @@ struct StrictRecord {
   static_assert(kFormat.aos() || (kRecordBytes % 8 == 0 && kKeyBytes % 8 == 0),
                 "SoA head_dim 64/128/256 records are 8-byte multiples");
   // AoS slots of 4k + 2 bytes (every Lloyd-Max preset) start at 2 mod 4 in every
-  // other slot. Their rows keep the 4-byte alignment of the cache: row byte r
-  // holds record byte r - shift, shift = 0 or 2 (StrictTileSource::stage_words),
-  // so a row holds 2 bytes more than a record.
+  // other slot. Their rows keep the alignment of the copies: row byte r holds
+  // record byte r - shift. A cache whose base and block bytes are 16-byte
+  // multiples (the usual case) is copied in the 16-byte chunks that hold each
+  // record, shift = the record's address mod 16, an even number up to 14
+  // (StrictTileSource::stage_chunks); any other in 4-byte words, shift = 0 or 2
+  // (stage_words). A row holds the most chunks a record can touch.
   static constexpr bool kShiftedRows = kFormat.aos() && kRecordBytes % 4 == 2;
-  static constexpr int kRecordWords = (kRecordBytes + (kShiftedRows ? 2 : 0) + 3) / 4;
+  static constexpr int kRowChunks = (kRecordBytes + 14 + 15) / 16;
+  static constexpr int kRecordWords = kShiftedRows ? 4 * kRowChunks : (kRecordBytes + 3) / 4;
   // Row stride in words: a multiple of 4 (16-byte stores) and 4 mod 8, so the two
   // tokens read at once (rows t, t + 1) land 4+ banks apart; >= 1 word of slack
   // for the two-word bit reads.
@@ -47,10 +51,11 @@ struct StrictRecord {
 };
 
 // Bit shift of a staged row (StrictRecord::kShiftedRows): record bit b is row bit
-// b + row_shift_bits. It travels in the token's metadata (.w, bit 1; meta_of);
-// the mask keeps rows past a tile's end (stale metadata) inside their row.
+// b + row_shift_bits. It travels in the token's metadata (.w, bits 1..3, the
+// shift in bytes; meta_of); the mask keeps rows past a tile's end (stale
+// metadata) inside their row.
 __device__ __forceinline__ int row_shift_bits(const float4& meta) {
-  return 8 * static_cast<int>(__float_as_uint(meta.w) & 2u);
+  return 8 * static_cast<int>(__float_as_uint(meta.w) & 14u);
 }
 
 // The query heads of a block of either strict kernel: grid (splits, Hk x
@@ -116,7 +121,8 @@ struct StrictTileSource {
   core::TokenRange range;
   int kv_head;
   int lane;
-  int vec;  // the widest copy the cache alignment allows: 16, 8, 4 or 2 bytes (unshifted rows)
+  int vec;       // the widest copy the cache alignment allows: 16, 8, 4 or 2 bytes (unshifted rows)
+  bool chunked;  // shifted rows by 16-byte chunks (StrictRecord), else by words
 
   __device__ StrictTileSource(const DecodeParams& params, int b, core::TokenRange r, int head, int lane_id)
       : p(params), block_row(params.block_table + std::int64_t{b} * params.max_blocks_per_seq), range(r),
@@ -124,6 +130,7 @@ struct StrictTileSource {
     const std::uint64_t align = reinterpret_cast<std::uintptr_t>(p.cache) |
                                 static_cast<std::uint64_t>(p.layout.block_bytes()) | Rec::kRecordBytes;
     vec = (align & 15) == 0 ? 16 : (align & 7) == 0 ? 8 : (align & 3) == 0 ? 4 : 2;
+    chunked = ((reinterpret_cast<std::uintptr_t>(p.cache) | static_cast<std::uint64_t>(p.layout.block_bytes())) & 15) == 0;
   }
   // p.layout with the layout kind as a constant, so that the compiler folds
   // BlockLayout's layout branches: AoS (ptxas, D 128) 145 instead of 182
@@ -148,8 +155,9 @@ struct StrictTileSource {
     return p.cache + l.block_base(blk) + l.key_data_offset(t % l.block_size, kv_head);
   }
   // (value scale, value zero, stored key norm, w) of the lane's token; w is 0,
-  // or for shifted rows the row's shift (bit 1) and the 2 record bytes the
-  // word copy leaves out (bits 16..31; place_piece).
+  // or for shifted rows the row's shift in bytes (bits 1..3) and, when copied
+  // by words, bit 0 set and the 2 record bytes the words leave out (bits
+  // 16..31; place_piece).
   __device__ float4 meta_of(int tile_start, int blk) const {
     const int t = token(tile_start);
     if (lane >= 16 || t >= range.end) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -159,32 +167,64 @@ struct StrictTileSource {
     float w = 0.0f;
     if constexpr (Rec::kShiftedRows) {
       const std::uint8_t* rec = block + l.key_data_offset(slot, kv_head);
-      const auto shift = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(rec) & 2u);
-      const std::uint16_t piece = *reinterpret_cast<const std::uint16_t*>(rec + (shift ? 0 : Rec::kRecordBytes - 2));
-      w = __uint_as_float(shift | static_cast<std::uint32_t>(piece) << 16);
+      const auto address = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(rec));
+      if (chunked) {
+        w = __uint_as_float(address & 14u);
+      } else {
+        const std::uint32_t shift = address & 2u;
+        const std::uint16_t piece = *reinterpret_cast<const std::uint16_t*>(rec + (shift ? 0 : Rec::kRecordBytes - 2));
+        w = __uint_as_float(shift | 1u | static_cast<std::uint32_t>(piece) << 16);
+      }
     }
     return make_float4(core::read_meta(l, block, slot, kv_head, core::MetaField::kValueScale),
                        core::read_meta(l, block, slot, kv_head, core::MetaField::kValueZero),
                        core::read_key_norm(l, block, slot, kv_head), w);
   }
-  // Shifted rows: writes the 2 bytes of meta_of's w into the row (the record's
-  // head at row bytes 2..3 when shift = 2, else its tail), where stage_words
-  // left them out.
+  // Shifted rows copied by words: writes the 2 bytes of meta_of's w into the
+  // row (the record's head at row bytes 2..3 when shift = 2, else its tail),
+  // where stage_words left them out; nothing for rows copied by chunks.
   __device__ static void place_piece(std::uint32_t* row, const float4& meta) {
     const std::uint32_t w = __float_as_uint(meta.w);
+    if ((w & 1u) == 0) return;
     reinterpret_cast<std::uint16_t*>(row)[(w & 2u) ? 1 : (Rec::kRecordBytes - 2) / 2] = static_cast<std::uint16_t>(w >> 16);
   }
   // Copies the n records starting at rec (lane t's pointer) into rows.
   template <int W>
   __device__ void stage(std::uint32_t (*rows)[W], const std::uint8_t* rec, int n) const {
     if constexpr (Rec::kShiftedRows) {
-      stage_words(rows, rec, n);
+      if (chunked) {
+        stage_chunks(rows, rec, n);
+      } else {
+        stage_words(rows, rec, n);
+      }
     } else {
       switch (vec) {
         case 16: stage_records<16>(rows, rec, n, lane, Rec::kRecordBytes); break;
         case 8: stage_records<8>(rows, rec, n, lane, Rec::kRecordBytes); break;
         case 4: stage_records<4>(rows, rec, n, lane, Rec::kRecordBytes); break;
         default: stage_records<2>(rows, rec, n, lane, Rec::kRecordBytes); break;
+      }
+    }
+  }
+  // Shifted rows of a cache whose base and block bytes are 16-byte multiples:
+  // the 16-byte chunks that hold each record, whole (up to kRowChunks per row;
+  // a record at address a takes (a mod 16 + record bytes) / 16 rounded up), so
+  // that row byte r holds record byte r - a mod 16. The chunks stay inside the
+  // cache, whose end is a 16-byte multiple too; their bytes of neighbouring
+  // slots are never read.
+  template <int W>
+  __device__ void stage_chunks(std::uint32_t (*rows)[W], const std::uint8_t* rec, int n) const {
+    constexpr int kPer = Rec::kRowChunks;
+    static_assert(W % 4 == 0 && 4 * kPer <= W, "rows of whole 16-byte chunks");
+    const int total = n * kPer;
+    for (int base = 0; base < total; base += 32) {
+      const int c = base + lane;
+      const int t = min(c / kPer, core::kTileTokens - 1);
+      const auto a = static_cast<std::uintptr_t>(__shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(rec), t));
+      const int k = c - t * kPer;
+      const int chunks = static_cast<int>(((a & 15u) + Rec::kRecordBytes + 15) >> 4);
+      if (c < total && k < chunks) {
+        cp_async<16>(reinterpret_cast<uint4*>(rows[t]) + k, reinterpret_cast<const uint4*>(a & ~std::uintptr_t{15}) + k);
       }
     }
   }

@@ -6,8 +6,9 @@
 // tiles of kTileTokens = 16 tokens from the split start, each tile:
 //   staging   the warp copies the 16 records into its own shared-memory rows
 //             (cp.async of 16/8/4 bytes, whatever the cache alignment allows;
-//             2-byte copies otherwise; AoS slots of 4k + 2 bytes: their whole
-//             words, the other 2 bytes with the metadata), double-buffered:
+//             2-byte copies otherwise; AoS slots of 4k + 2 bytes: the 16-byte
+//             chunks that hold them in a 16-byte aligned cache, else their
+//             whole words and the other 2 bytes with the metadata), double-buffered:
 //             tile i + 1 is in flight while tile i is computed; lanes 0..15
 //             read the token's fp16 metadata (core::read_meta,
 //             core::read_key_norm) one tile ahead, and the block ids two

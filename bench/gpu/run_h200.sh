@@ -15,8 +15,8 @@
 #             and of this tree, interleaved TQ_COMPARE_ROUNDS times (default 3), then
 #             bench/gpu/compare_bench.py (exit 1 if a ratio exceeds 1.02)
 #   wide      bench_gpu --q-len TQ_WIDE_Q_LENS (default 1,4,8,16,128; 4bit_nc, fast, TQ_WIDE_SHAPES,
-#             default 1x4096,8x8192,16x32768) with the wide
-#             kernel and with TQ_FAST_WIDE=off (two column tiles), interleaved TQ_COMPARE_ROUNDS
+#             default 1x4096,8x8192,16x32768) with the plan's choice, with the wide
+#             kernel wherever it applies (TQ_FAST_WIDE=force) and never (=off), interleaved TQ_COMPARE_ROUNDS
 #             times (default 2)
 #   loader    bench_gpu --mode fast --layout both (TQ_LOADER_SHAPES, default 1x4096,32x8192,16x32768)
 #             with tensor copies (the default) and with TQ_FAST_LOADER=cp.async,
@@ -92,6 +92,7 @@ wide() {
   for ((i = 1; i <= rounds; ++i)); do
     $B/bench/gpu/bench_gpu "${args[@]}" --csv "$OUT/wide-on-$i.csv" || return 1
     TQ_FAST_WIDE=off $B/bench/gpu/bench_gpu "${args[@]}" --csv "$OUT/wide-off-$i.csv" || return 1
+    TQ_FAST_WIDE=force $B/bench/gpu/bench_gpu "${args[@]}" --csv "$OUT/wide-force-$i.csv" || return 1
   done
 }
 loader() {

@@ -2,6 +2,7 @@
 // layer shape (make_plan), and the per-call launch (run_plan), which decode()
 // also goes through.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -58,17 +59,30 @@ float fast_centroid_scale(const Codebook& cb) {
 
 namespace {
 
-// False when the environment sets TQ_FAST_WIDE=off (read once): the
-// benchmarks' way to time the wide kernel against two column tiles in one
-// process. Like TQ_FAST_LOADER it picks the kernel, never what it computes
-// beyond the fast mode's bound.
-bool wide_kernel_enabled() {
-  static const bool enabled = [] {
-    const char* wide = std::getenv("TQ_FAST_WIDE");
-    return wide == nullptr || std::strcmp(wide, "off") != 0;
-  }();
-  return enabled;
+std::atomic<int> g_wide_policy{-1};  // -1: not read from the environment yet
+
+WidePolicy policy_from_environment() {
+  const char* v = std::getenv("TQ_FAST_WIDE");
+  if (v != nullptr && std::strcmp(v, "off") == 0) return WidePolicy::kOff;
+  if (v != nullptr && std::strcmp(v, "force") == 0) return WidePolicy::kForce;
+  return WidePolicy::kAuto;
 }
+
+}  // namespace
+
+WidePolicy wide_policy() {
+  int v = g_wide_policy.load(std::memory_order_relaxed);
+  if (v < 0) {
+    int unset = -1;
+    g_wide_policy.compare_exchange_strong(unset, static_cast<int>(policy_from_environment()));
+    v = g_wide_policy.load(std::memory_order_relaxed);
+  }
+  return static_cast<WidePolicy>(v);
+}
+
+void set_wide_policy(WidePolicy policy) { g_wide_policy.store(static_cast<int>(policy), std::memory_order_relaxed); }
+
+namespace {
 
 std::size_t shape_bytes(std::int64_t count, std::size_t element_bytes) {
   return static_cast<std::size_t>(count) * element_bytes;  // no overflow: check_decode_buffers passed
@@ -212,10 +226,16 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
   p.num_blocks = cache.num_blocks;
   // Tiles by tensor copies where the format and strides allow (tensor_box.hpp).
   const bool dense_rotation = a.rotation.data != nullptr && !l.format.fp8_keys();
-  int column_tiles = out->fast ? fast_column_tiles(out->has_query_start_loc, a.num_q_heads / l.num_kv_heads, rows,
-                                                   a.batch, l.format.head_dim, dense_rotation)
+  const int group = a.num_q_heads / l.num_kv_heads;
+  int column_tiles = out->fast ? fast_column_tiles(out->has_query_start_loc, group, rows, a.batch, l.format.head_dim,
+                                                   dense_rotation)
                                : 1;
-  if (column_tiles == kFastWideColumnTiles && !wide_kernel_enabled()) column_tiles = 2;
+  if (column_tiles == kFastWideColumnTiles && wide_policy() != WidePolicy::kForce) {
+    const int rows_per_block = fast_rows_per_block(true, group, column_tiles);
+    const std::int64_t units = (std::int64_t{rows} + rows_per_block - 1) / rows_per_block * l.num_kv_heads;
+    const std::int64_t resident = std::int64_t{device_sm_count()} * fast_decode_occupancy(l.format, false, column_tiles);
+    if (wide_policy() == WidePolicy::kOff || !wide_fills_the_gpu(units, resident)) column_tiles = 2;
+  }
   // The wide kernel stages its tiles with cp.async.
   if (out->fast && column_tiles != kFastWideColumnTiles && tensor_copy_fits(l) && device_has_tensor_copies() &&
       tensor_copies_enabled()) {
@@ -228,7 +248,7 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
   p.rows = rows;
   p.sliding_window = a.sliding_window;
   p.num_q_heads = a.num_q_heads;
-  p.group = a.num_q_heads / l.num_kv_heads;
+  p.group = group;
   p.heads_per_block = heads_per_block(out->fast, p.group);
   p.chunks_per_kv_head = (p.group + p.heads_per_block - 1) / p.heads_per_block;
   p.fast_column_tiles = column_tiles;

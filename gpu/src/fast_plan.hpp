@@ -70,6 +70,19 @@ TQ_HD constexpr int fast_column_tiles(bool has_query_start_loc, int group, std::
   if (columns > 4 * per_tile && !dense_rotation) return kFastWideColumnTiles;
   return columns > per_tile ? 2 : 1;
 }
+// The wide kernel sets up each block (the pair table, 64 prepared query
+// columns) for a fixed cost that only long splits repay; with few
+// (row block, KV head) units the plan cuts each sequence into many short
+// splits (one wave: resident blocks / units), so the wide kernel is taken only
+// while that is at most kWideMaxSplits. Measured on the H200 (docs/PERFORMANCE.md
+// round 15): 1 x 4096, q 16 at GQA 4 (8 units, 32 splits of 128 tokens) took
+// 85 us in the wide kernel against 27 us in two-tile blocks.
+inline constexpr int kWideMaxSplits = 8;
+TQ_HD constexpr bool wide_fills_the_gpu(std::int64_t units, std::int64_t resident_blocks) {
+  return units * kWideMaxSplits >= resident_blocks;
+}
+static_assert(!wide_fills_the_gpu(8, 264) && wide_fills_the_gpu(64, 264) && wide_fills_the_gpu(128, 264));
+
 // Rows per fast block: one without query_start_loc (a row is a sequence);
 // with it, as many rows as leave room for the chunk's heads in the block's
 // 8 x column_tiles columns.

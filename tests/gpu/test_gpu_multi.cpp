@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/multi_problem.hpp"
+#include "decode_setup.hpp"
 #include "fast_plan.hpp"
 #include "gpu_test_support.hpp"
 
@@ -73,6 +74,20 @@ void expect_both_modes(const MultiProblem& m, int splits) {
   expect_fast_close(out, lse, want, want_lse, dims);
 }
 
+// The wide kernel wherever fast_column_tiles picks it: the tests' problems
+// have far fewer (row block, KV head) units than the plan's rule
+// (wide_fills_the_gpu) gives it on a real GPU.
+class ForceWideKernel {
+ public:
+  ForceWideKernel() : before_(cuda::detail::wide_policy()) { cuda::detail::set_wide_policy(cuda::detail::WidePolicy::kForce); }
+  ~ForceWideKernel() { cuda::detail::set_wide_policy(before_); }
+  ForceWideKernel(const ForceWideKernel&) = delete;
+  ForceWideKernel& operator=(const ForceWideKernel&) = delete;
+
+ private:
+  cuda::detail::WidePolicy before_;
+};
+
 class GpuMultiTokenGrid : public ::testing::TestWithParam<int> {};
 
 TEST_P(GpuMultiTokenGrid, BothModesGiveTheGoldenBits) {
@@ -83,6 +98,7 @@ TEST_P(GpuMultiTokenGrid, BothModesGiveTheGoldenBits) {
   const testing::MultiSpec spec = testing::spec_of(c, 101 + static_cast<std::uint32_t>(GetParam()));
   SCOPED_TRACE(spec.name() + "_splits" + std::to_string(c.splits));
   const MultiProblem m = make_multi_problem(spec);
+  const ForceWideKernel force;
   expect_both_modes(m, c.splits);
   std::vector<float> want, want_lse;
   ASSERT_TRUE(decode_reference(m.p.view(), m.args(want, want_lse, c.splits)).ok());
@@ -168,6 +184,7 @@ TEST(GpuMultiToken, TwoColumnTilesWithRowsAcrossTheTileBoundary) {
 // (70: four row blocks), one with as many rows as tokens, one with 2 rows.
 TEST(GpuMultiToken, WideColumnsWithRowsAcrossTheWarps) {
   TQ_REQUIRE_DEVICE();
+  const ForceWideKernel force;
   for (const auto& [layout, dims, group] : {std::tuple{LayoutKind::kSoA, 128, 3}, std::tuple{LayoutKind::kAoS, 64, 3},
                                             std::tuple{LayoutKind::kAoS, 128, 8}, std::tuple{LayoutKind::kSoA, 64, 8}}) {
     for (int window : {0, 45}) {

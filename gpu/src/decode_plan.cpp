@@ -234,7 +234,8 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
     const int rows_per_block = fast_rows_per_block(true, group, column_tiles);
     const std::int64_t units = (std::int64_t{rows} + rows_per_block - 1) / rows_per_block * l.num_kv_heads;
     const std::int64_t resident = std::int64_t{device_sm_count()} * fast_decode_occupancy(l.format, false, column_tiles);
-    if (wide_policy() == WidePolicy::kOff || !wide_fills_the_gpu(units, resident)) column_tiles = 2;
+    const std::int64_t max_seq_tokens = std::int64_t{a.max_blocks_per_seq} * l.block_size;
+    if (wide_policy() == WidePolicy::kOff || !wide_pays_off(units, resident, max_seq_tokens)) column_tiles = 2;
   }
   // The wide kernel stages its tiles with cp.async.
   if (out->fast && column_tiles != kFastWideColumnTiles && tensor_copy_fits(l) && device_has_tensor_copies() &&

@@ -46,7 +46,7 @@ struct WorkspaceLayout {
 WorkspaceLayout workspace_layout(int batch, int num_q_heads, int num_splits, int head_dim);
 
 // Whether the fast plan takes the wide kernel where fast_column_tiles picks it:
-// kAuto when the grid has enough units for it (wide_fills_the_gpu), kOff never
+// kAuto where its blocks get long splits (wide_pays_off), kOff never
 // (two column tiles instead), kForce always. TQ_FAST_WIDE=off or =force sets
 // the process's policy at its first plan (the benchmarks' A/B in one binary);
 // the tests set it with set_wide_policy. It picks the kernel, never what a

@@ -75,8 +75,7 @@ void expect_both_modes(const MultiProblem& m, int splits) {
 }
 
 // The wide kernel wherever fast_column_tiles picks it: the tests' problems
-// have far fewer (row block, KV head) units than the plan's rule
-// (wide_fills_the_gpu) gives it on a real GPU.
+// are far shorter than the plan's rule (wide_pays_off) gives it.
 class ForceWideKernel {
  public:
   ForceWideKernel() : before_(cuda::detail::wide_policy()) { cuda::detail::set_wide_policy(cuda::detail::WidePolicy::kForce); }

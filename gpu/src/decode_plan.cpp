@@ -84,6 +84,22 @@ void set_wide_policy(WidePolicy policy) { g_wide_policy.store(static_cast<int>(p
 
 namespace {
 
+// One wave of the fast grid for `column_tiles` column tiles: its units (row
+// blocks x KV heads x head chunks; with query_start_loc about rows / R row
+// blocks do work, the grid's others idle) and the blocks the device holds at once.
+struct FastWave {
+  std::int64_t units;
+  std::int64_t resident;
+};
+FastWave fast_wave(const core::BlockLayout& l, bool has_query_start_loc, int rows, int group, int column_tiles,
+                   bool tensor_copy) {
+  const int rows_per_block = fast_rows_per_block(has_query_start_loc, group, column_tiles);
+  const int chunks = (group + kFastHeadsPerBlock - 1) / kFastHeadsPerBlock;
+  const std::int64_t row_blocks = (std::int64_t{rows} + rows_per_block - 1) / rows_per_block;
+  return FastWave{row_blocks * l.num_kv_heads * chunks,
+                  std::int64_t{device_sm_count()} * fast_decode_occupancy(l.format, tensor_copy, column_tiles)};
+}
+
 std::size_t shape_bytes(std::int64_t count, std::size_t element_bytes) {
   return static_cast<std::size_t>(count) * element_bytes;  // no overflow: check_decode_buffers passed
 }
@@ -230,12 +246,11 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
   int column_tiles = out->fast ? fast_column_tiles(out->has_query_start_loc, group, rows, a.batch, l.format.head_dim,
                                                    dense_rotation)
                                : 1;
-  if (column_tiles == kFastWideColumnTiles && wide_policy() != WidePolicy::kForce) {
-    const int rows_per_block = fast_rows_per_block(true, group, column_tiles);
-    const std::int64_t units = (std::int64_t{rows} + rows_per_block - 1) / rows_per_block * l.num_kv_heads;
-    const std::int64_t resident = std::int64_t{device_sm_count()} * fast_decode_occupancy(l.format, false, column_tiles);
+  const WidePolicy wide = wide_policy();
+  if (column_tiles == kFastWideColumnTiles && wide != WidePolicy::kForce) {
+    const FastWave w = fast_wave(l, true, rows, group, column_tiles, false);  // cp.async only
     const std::int64_t max_seq_tokens = std::int64_t{a.max_blocks_per_seq} * l.block_size;
-    if (wide_policy() == WidePolicy::kOff || !wide_pays_off(units, resident, max_seq_tokens)) column_tiles = 2;
+    if (wide == WidePolicy::kOff || !wide_pays_off(w.units, w.resident, max_seq_tokens)) column_tiles = 2;
   }
   // The wide kernel stages its tiles with cp.async.
   if (out->fast && column_tiles != kFastWideColumnTiles && tensor_copy_fits(l) && device_has_tensor_copies() &&
@@ -259,11 +274,10 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
   if (out->fast) {
     // About one wave of blocks at full occupancy: fewer, longer splits for
     // large batches, more splits (up to the workspace's stride) for small.
-    // With query_start_loc about rows / R row blocks do work (the grid's others idle).
-    const std::int64_t row_blocks = (rows + p.fast_rows_per_block - 1) / p.fast_rows_per_block;
-    const std::int64_t units = row_blocks * l.num_kv_heads * p.chunks_per_kv_head;
-    const int resident = device_sm_count() * fast_decode_occupancy(l.format, p.tensor_copy, p.fast_column_tiles);
-    if (resident > 0) p.plan_splits = static_cast<int>(std::clamp<std::int64_t>(resident / std::max<std::int64_t>(units, 1), 1, stride));
+    const FastWave w = fast_wave(l, out->has_query_start_loc, rows, group, column_tiles, p.tensor_copy);
+    if (w.resident > 0) {
+      p.plan_splits = static_cast<int>(std::clamp<std::int64_t>(w.resident / std::max<std::int64_t>(w.units, 1), 1, stride));
+    }
   }
   p.query_factor = core::mul_rn(a.softmax_scale, core::kLog2e);
   p.codebook = *cb;

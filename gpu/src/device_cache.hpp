@@ -46,4 +46,17 @@ cudaError_t set_max_dynamic_smem_once(PerDeviceInt& cache, Kernel kernel, int by
   }));
 }
 
+// Resident blocks per SM of `kernel` with `threads` threads and `smem` bytes of
+// dynamic shared memory on the current device (0 on error), cached per device
+// in the caller's caches (one pair per kernel instance; attr_cache is the one
+// set_max_dynamic_smem_once takes for the launches).
+template <class Kernel>
+int cached_occupancy(PerDeviceInt& attr_cache, PerDeviceInt& blocks_cache, Kernel kernel, int threads, int smem) {
+  return blocks_cache.get([&] {
+    if (set_max_dynamic_smem_once(attr_cache, kernel, smem) != cudaSuccess) return 0;
+    int n = 0;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) == cudaSuccess ? n : 0;
+  });
+}
+
 }  // namespace turboquant::cuda::detail

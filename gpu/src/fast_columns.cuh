@@ -58,15 +58,20 @@ struct FastColumnMask {
   }
 };
 
+// The attended range of column k (its row's; columns past count take the
+// last row's). The block's last row starts latest and its first ends first.
+__device__ __forceinline__ core::TokenRange column_range(const DecodeParams& p, const FastRows& rows,
+                                                         const FastColumns& cols, int k) {
+  const int first_pos = rows.attended.end - rows.count;  // position of the block's first row
+  return core::attended_range(first_pos + min(k / cols.heads, rows.count - 1), p.sliding_window);
+}
+
 // The mask of column tile n (columns 8n + 2c, 8n + 2c + 1).
 __device__ __forceinline__ FastColumnMask fast_column_mask(const DecodeParams& p, const FastRows& rows,
                                                            const FastColumns& cols, int n, int c) {
   FastColumnMask m;
   if (p.query_start_loc == nullptr && p.sliding_window == 0) return m;
-  const int first_pos = rows.attended.end - rows.count;  // position of the block's first row
-  auto range = [&](int k) {  // columns past count take the last row's range
-    return core::attended_range(first_pos + min(k / cols.heads, rows.count - 1), p.sliding_window);
-  };
+  auto range = [&](int k) { return column_range(p, rows, cols, k); };
   m.active = true;
   const int k = kFastHeadsPerBlock * n + 2 * c;
   const core::TokenRange r0 = range(k), r1 = range(k + 1);
@@ -75,8 +80,8 @@ __device__ __forceinline__ FastColumnMask fast_column_mask(const DecodeParams& p
   m.lo1 = r1.begin;
   m.hi1 = r1.end;
   m.union_begin = rows.attended.begin;
-  m.all_begin = range(cols.count - 1).begin;  // the last row starts latest
-  m.all_end = first_pos + 1;                  // and the first ends first
+  m.all_begin = range(cols.count - 1).begin;
+  m.all_end = rows.attended.end - rows.count + 1;  // the first row's end
   return m;
 }
 

@@ -34,7 +34,7 @@ cudaError_t launch_wide(const DecodeParams& p, cudaStream_t stream) {
   if (attr != cudaSuccess) return attr;
   const auto row_blocks = fast_row_blocks(true, p.rows, p.batch, p.fast_rows_per_block);
   const dim3 grid(p.plan_splits, p.layout.num_kv_heads, static_cast<unsigned>(row_blocks));
-  wide_decode_kernel<W><<<grid, 32 * kWideWarps, WideSmem<W>::kBytes, stream>>>(FastTensorMaps{}, p);
+  wide_decode_kernel<W><<<grid, 32 * kWideWarps, WideSmem<W>::kBytes, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -42,15 +42,7 @@ template <class T>
 int wide_occupancy() {
   using W = WithWarps<T, kWideWarps>;
   static PerDeviceInt attr_cache, blocks_cache;
-  return blocks_cache.get([] {
-    if (set_max_dynamic_smem_once(attr_cache, wide_decode_kernel<W>, WideSmem<W>::kBytes) != cudaSuccess) return 0;
-    int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, wide_decode_kernel<W>, 32 * kWideWarps,
-                                                      WideSmem<W>::kBytes) != cudaSuccess) {
-      return 0;
-    }
-    return n;
-  });
+  return cached_occupancy(attr_cache, blocks_cache, wide_decode_kernel<W>, 32 * kWideWarps, WideSmem<W>::kBytes);
 }
 
 // Multi-token rows and windows take the kRows instance (sinks only change the
@@ -75,15 +67,7 @@ template <class T>
 int fast_occupancy() {
   static PerDeviceInt attr_cache, blocks_cache;
   constexpr bool kRows = T::kColumnTiles > 1;  // the only instance with more column tiles
-  return blocks_cache.get([] {
-    if (set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T, kRows>, T::kSmemBytes) != cudaSuccess) return 0;
-    int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fast_decode_kernel<T, kRows>, T::kThreads, T::kSmemBytes) !=
-        cudaSuccess) {
-      return 0;
-    }
-    return n;
-  });
+  return cached_occupancy(attr_cache, blocks_cache, fast_decode_kernel<T, kRows>, T::kThreads, T::kSmemBytes);
 }
 
 // f(FastTraits<...>{}) for the format's instance (kUnsupported for bits

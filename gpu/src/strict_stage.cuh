@@ -87,6 +87,21 @@ __device__ __forceinline__ std::uint32_t row_bits(const std::uint32_t* row, int 
   }
 }
 
+// The warp's share of n records' `per` copies each, in lane order:
+// fn(t, k, src) for copy k of token t, src lane t's record pointer (every lane
+// takes part in the shuffles).
+template <class F>
+__device__ __forceinline__ void for_each_record_copy(const std::uint8_t* rec, int n, int per, int lane, F&& fn) {
+  const int total = n * per;
+  for (int base = 0; base < total; base += 32) {
+    const int c = base + lane;
+    const int t = min(c / per, core::kTileTokens - 1);
+    const auto* src = reinterpret_cast<const std::uint8_t*>(
+        __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(rec), t));
+    if (c < total) fn(t, c - t * per, src);
+  }
+}
+
 // Copies the n records of a tile into the warp's rows: cp.async of V bytes
 // (V = 16, 8, 4; completes at the caller's cp_async_wait), or synchronous
 // 2-byte copies for caches aligned to 2 bytes only.
@@ -94,21 +109,13 @@ template <int V, int W>
 __device__ __forceinline__ void stage_records(std::uint32_t (*raw)[W], const std::uint8_t* rec, int n, int lane,
                                               int bytes_per_record) {
   using T = std::conditional_t<V == 16, uint4, std::conditional_t<V == 8, uint2, std::conditional_t<V == 4, std::uint32_t, std::uint16_t>>>;
-  const int per = bytes_per_record / V;
-  const int total = n * per;
-  for (int base = 0; base < total; base += 32) {
-    const int c = base + lane;
-    const int t = min(c / per, core::kTileTokens - 1);
-    const auto* src = reinterpret_cast<const T*>(
-        __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(rec), t));
-    if (c < total) {
-      if constexpr (V == 2) {
-        reinterpret_cast<T*>(raw[t])[c - t * per] = src[c - t * per];
-      } else {
-        cp_async<V>(reinterpret_cast<T*>(raw[t]) + (c - t * per), src + (c - t * per));
-      }
+  for_each_record_copy(rec, n, bytes_per_record / V, lane, [&](int t, int k, const std::uint8_t* src) {
+    if constexpr (V == 2) {
+      reinterpret_cast<T*>(raw[t])[k] = reinterpret_cast<const T*>(src)[k];
+    } else {
+      cp_async<V>(reinterpret_cast<T*>(raw[t]) + k, reinterpret_cast<const T*>(src) + k);
     }
-  }
+  });
 }
 
 // Where the tiles of one split come from, for a warp of either strict kernel:
@@ -214,19 +221,13 @@ struct StrictTileSource {
   // slots are never read.
   template <int W>
   __device__ void stage_chunks(std::uint32_t (*rows)[W], const std::uint8_t* rec, int n) const {
-    constexpr int kPer = Rec::kRowChunks;
-    static_assert(W % 4 == 0 && 4 * kPer <= W, "rows of whole 16-byte chunks");
-    const int total = n * kPer;
-    for (int base = 0; base < total; base += 32) {
-      const int c = base + lane;
-      const int t = min(c / kPer, core::kTileTokens - 1);
-      const auto a = static_cast<std::uintptr_t>(__shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(rec), t));
-      const int k = c - t * kPer;
-      const int chunks = static_cast<int>(((a & 15u) + Rec::kRecordBytes + 15) >> 4);
-      if (c < total && k < chunks) {
+    static_assert(W % 4 == 0 && 4 * Rec::kRowChunks <= W, "rows of whole 16-byte chunks");
+    for_each_record_copy(rec, n, Rec::kRowChunks, lane, [&](int t, int k, const std::uint8_t* src) {
+      const auto a = reinterpret_cast<std::uintptr_t>(src);
+      if (k < static_cast<int>(((a & 15u) + Rec::kRecordBytes + 15) >> 4)) {
         cp_async<16>(reinterpret_cast<uint4*>(rows[t]) + k, reinterpret_cast<const uint4*>(a & ~std::uintptr_t{15}) + k);
       }
-    }
+    });
   }
   // Shifted rows (records of 4k + 2 bytes at even addresses): the k whole
   // 4-byte words of each record by cp.async of 4 bytes, into the row words of
@@ -235,19 +236,10 @@ struct StrictTileSource {
   // of 2 bytes here would each wait for their load.
   template <int W>
   __device__ void stage_words(std::uint32_t (*rows)[W], const std::uint8_t* rec, int n) const {
-    constexpr int kWords = Rec::kRecordBytes / 4;
-    const int total = n * kWords;
-    for (int base = 0; base < total; base += 32) {
-      const int c = base + lane;
-      const int t = min(c / kWords, core::kTileTokens - 1);
-      const auto* src = reinterpret_cast<const std::uint8_t*>(
-          __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(rec), t));
-      if (c < total) {
-        const int w = c - t * kWords;
-        const int head = static_cast<int>(reinterpret_cast<std::uintptr_t>(src) & 2u);  // 0 or 2
-        cp_async<4>(&rows[t][w + head / 2], src + head + 4 * w);
-      }
-    }
+    for_each_record_copy(rec, n, Rec::kRecordBytes / 4, lane, [&](int t, int w, const std::uint8_t* src) {
+      const int head = static_cast<int>(reinterpret_cast<std::uintptr_t>(src) & 2u);  // 0 or 2
+      cp_async<4>(&rows[t][w + head / 2], src + head + 4 * w);
+    });
   }
 };
 

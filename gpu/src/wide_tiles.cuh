@@ -1,0 +1,159 @@
+// The wide kernel's shared-memory tiles (wide_decode.cuh): the layout of a
+// step's dequantized K [token][dim] and V^T [dim][token] fp16 tiles and their
+// metadata, and the warp's dequantizing store of its staged 16-token tile.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "fast_mainloop.cuh"
+#include "fast_stage.cuh"
+
+namespace turboquant::cuda::detail {
+
+inline constexpr int kWideWarps = 4;
+inline constexpr int kWideColumns = 16 * kWideWarps;  // mma M per warp
+
+// K column of a key fragment register: k-step ks, register half p (0: local
+// dims 4 ks, 4 ks + 1 of lane c; 1: 4 ks + 2, 4 ks + 3), the first of its two.
+__host__ __device__ constexpr int wide_key_column(int c, int ks, int p) { return 16 * ks + 8 * p + 2 * c; }
+// V^T row of local value dim j of lane group g.
+__host__ __device__ constexpr int wide_value_row(int g, int j) { return 8 * j + g; }
+
+// Both maps, and T's lane dims, are bijections onto [0, D): every K column and
+// V^T row holds exactly one dim, every dim has one place.
+template <class T>
+constexpr bool wide_maps_are_bijections() {
+  constexpr int D = T::kDim;
+  int key_col[D] = {}, key_dim[D] = {}, value_row[D] = {}, value_dim[D] = {};
+  for (int c = 0; c < 4; ++c) {
+    for (int ks = 0; ks < T::kKSteps; ++ks) {
+      for (int q = 0; q < 4; ++q) {  // local dim 4 ks + q: K column wide_key_column(c, ks, q / 2) + q % 2
+        ++key_col[wide_key_column(c, ks, q / 2) + q % 2];
+        ++key_dim[T::key_dim(c, 4 * ks + q)];
+      }
+    }
+  }
+  for (int g = 0; g < 8; ++g) {
+    for (int j = 0; j < D / 8; ++j) {
+      ++value_row[wide_value_row(g, j)];
+      ++value_dim[T::value_dim(g, j)];
+    }
+  }
+  for (int d = 0; d < D; ++d) {
+    if (key_col[d] != 1 || key_dim[d] != 1 || value_row[d] != 1 || value_dim[d] != 1) return false;
+  }
+  return true;
+}
+
+// Shared memory of a wide block: the warps' pipeline stages, the step's K
+// [64][D] and V^T [D][64] fp16 tiles (rows padded by 16 bytes, so that
+// ldmatrix's eight rows fall in distinct banks), the step's per-token key
+// norm, value scale and zero, and the pair table. The prepared query
+// (kWideColumns x D floats) lives in the K and V^T region before the loop.
+//
+// Neither tile is in dim order. K's columns are in the order of the lanes'
+// fragments (wide_key_column), so that a warp's 32 stores of one fragment
+// register hit 32 banks; the query's A fragments follow it. V^T's rows are
+// the lanes' local value dims, row 8 j + g for local dim j of lane group g
+// (wide_value_row), so that the eight lane groups store to eight consecutive
+// rows (at dim rows 16 g apart, every store would take eight wavefronts); the
+// O fragments' columns are these rows, and the epilogue writes them to their dims.
+template <class T>
+struct WideSmem {
+  static constexpr int D = T::kDim;
+  static constexpr int kStep = kWideWarps * T::kTile;  // tokens per step
+  static constexpr int kKPitch = D + 8;                // halfs per K row
+  static constexpr int kVPitch = kStep + 8;            // halfs per V^T row
+  static constexpr int kPipeBytes = T::kPipeBytes;
+  static constexpr int kKOffset = (kPipeBytes + 127) / 128 * 128;
+  static constexpr int kVOffset = kKOffset + kStep * kKPitch * 2;
+  static constexpr int kMetaOffset = kVOffset + D * kVPitch * 2;
+  static constexpr int kLutOffset = kMetaOffset + 3 * kStep * 4;
+  static constexpr int kBytes = kLutOffset + T::kLutBytes;
+  static_assert(kWideColumns * D * 4 <= kMetaOffset - kKOffset, "the prepared query fits the K and V^T tiles");
+  static_assert(T::kWarps == kWideWarps, "four warps");
+  static_assert(wide_maps_are_bijections<T>(), "K columns and V^T rows hold every dim once");
+  static_assert(D <= 128, "the O fragments of D 256 would take 128 registers");
+};
+
+// Dequantizes the warp's staged tile (tokens tok0 .. tok0 + 15 of the step's
+// rows r0 .. r0 + 15) into K, V^T and the step's metadata; tokens past `valid`
+// or before `union_begin` weigh nothing (norm, scale, zero 0).
+template <class T, class Stage>
+__device__ __forceinline__ void wide_dequantize(const Stage& stage, const std::uint8_t* st, const std::uint8_t* lut,
+                                                std::uint32_t lut_lane_off, int tok0, int valid, int union_begin,
+                                                int r0, __half* k_tile, __half* v_tile, float* meta, int g, int c) {
+  using S = WideSmem<T>;
+  std::uint32_t kw[2][T::kKeyWords];
+  stage.load_keys(st, kw);
+  float sq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  uint4 squares;
+  auto key_word = [&](int row, int dim) {
+    return reinterpret_cast<std::uint32_t*>(k_tile + (r0 + row) * S::kKPitch + dim);
+  };
+#pragma unroll
+  for (int ks = 0; ks < T::kKSteps; ++ks) {
+    uint4 a;
+    key_fragment<T::kKeyBits, T::kLutShift, T::kFp8Format>(kw[0], ks, lut, lut_lane_off, a.x, a.z);
+    key_fragment<T::kKeyBits, T::kLutShift, T::kFp8Format>(kw[1], ks, lut, lut_lane_off, a.y, a.w);
+    const int col0 = wide_key_column(c, ks, 0);
+    const int col1 = wide_key_column(c, ks, 1);
+    *key_word(g, col0) = a.x;
+    *key_word(g, col1) = a.z;
+    *key_word(g + 8, col0) = a.y;
+    *key_word(g + 8, col1) = a.w;
+    if constexpr (T::kNormFromSquares) add_squares<T>(sq, squares, a, ks);
+  }
+  float scale0, scale1, zero0, zero1;
+  stage.value_meta(st, scale0, scale1, zero0, zero1);
+  float n0 = 1.0f, n1 = 1.0f;
+  if constexpr (!T::kFp8) stage.key_norms(st, sq, n0, n1);
+  if (g >= valid || tok0 + g < union_begin) n0 = scale0 = zero0 = 0.0f;
+  if (g + 8 >= valid || tok0 + g + 8 < union_begin) n1 = scale1 = zero1 = 0.0f;
+  if (c == 0) {
+    float* norm = meta;
+    float* scale = meta + S::kStep;
+    float* zero = meta + 2 * S::kStep;
+    norm[r0 + g] = n0;
+    norm[r0 + g + 8] = n1;
+    scale[r0 + g] = scale0;
+    scale[r0 + g + 8] = scale1;
+    zero[r0 + g] = zero0;
+    zero[r0 + g + 8] = zero1;
+  }
+  // V^T: the value fragment (local dim j of lane group g; tokens 2c, 2c + 1 or
+  // 2c + 8, 2c + 9) is one word of row wide_value_row(g, j), its power of two undone.
+  std::uint32_t vw[4][T::kValueWords];
+  stage.load_values(st, vw);
+  auto value_word = [&](int row, int tok) {
+    return reinterpret_cast<std::uint32_t*>(v_tile + row * S::kVPitch + r0 + tok);
+  };
+#pragma unroll
+  for (int j = 0; j < 2 * T::kMTiles; ++j) {
+    const __half2 inv = __float2half2_rn(1.0f / value_frag_scale<T::kValueBits>(j));  // exact: powers of two
+    const int dim = wide_value_row(g, j);
+    const std::uint32_t lo = value_fragment<T::kValueBits>(vw[0], vw[1], j);
+    const std::uint32_t hi = value_fragment<T::kValueBits>(vw[2], vw[3], j);
+    const __half2 l2 = __hmul2(*reinterpret_cast<const __half2*>(&lo), inv);
+    const __half2 h2 = __hmul2(*reinterpret_cast<const __half2*>(&hi), inv);
+    *value_word(dim, 2 * c) = *reinterpret_cast<const std::uint32_t*>(&l2);
+    *value_word(dim, 2 * c + 8) = *reinterpret_cast<const std::uint32_t*>(&h2);
+  }
+}
+
+// A warp without a tile in this step: its tokens weigh nothing, and its V^T
+// columns must hold finite numbers (p = 0 times them).
+template <class T>
+__device__ __forceinline__ void wide_clear(int r0, __half* v_tile, float* meta, int lane) {
+  using S = WideSmem<T>;
+  if (lane < T::kTile) meta[r0 + lane] = meta[S::kStep + r0 + lane] = meta[2 * S::kStep + r0 + lane] = 0.0f;
+  for (int i = lane; i < T::kDim * (T::kTile / 2); i += 32) {
+    const int row = i / (T::kTile / 2);
+    const int pair = i % (T::kTile / 2);
+    *reinterpret_cast<std::uint32_t*>(v_tile + row * S::kVPitch + r0 + 2 * pair) = 0u;
+  }
+}
+
+}  // namespace turboquant::cuda::detail

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One full device session: build, tests, benchmarks, sanitizers; logs to $OUT.
 #   bash bench/gpu/run_h200.sh [steps]   steps: comma list of
-#   build,test,ctest,bench,multi,dequantize,cpu,compare,wide,loader,dram,sdpa,memcheck,racecheck,initcheck,
+#   build,test,ctest,bench,multi,dequantize,cpu,compare,wide,loader,ncuwide,dram,sdpa,memcheck,racecheck,initcheck,
 #   synccheck,sass,ncu (default: build,test,bench,sdpa and the four sanitizers)
 #   ctest     the whole suite (CPU, tool, reliability and GPU tests; the cross-backend
 #             tests then include the CUDA backends); builds every target
@@ -21,6 +21,8 @@
 #   loader    bench_gpu --mode fast --layout both (TQ_LOADER_SHAPES, default 1x4096,32x8192,16x32768)
 #             with tensor copies (the default) and with TQ_FAST_LOADER=cp.async,
 #             interleaved TQ_COMPARE_ROUNDS times (default 3)
+#   ncuwide   ncu of the wide kernel (TQ_FAST_WIDE=force), 4bit_nc, fast, at
+#             TQ_NCU_WIDE_CASES (default 1x4096:16 1x4096:128 1x32768:128, shape:q_len)
 #   dram      ncu's DRAM and L2 bytes of the fast decode, 16x32768, SoA and AoS, 4bit_nc and k8v4
 #             (dram.log; PERFORMANCE.md round 14)
 #   TQ_TEST_FILTER   gtest filter of the test step (default: all of test_gpu)
@@ -113,7 +115,16 @@ dram() {
     done
   done
 }
-export -f build compare wide loader dram
+ncuwide() {
+  local sections="--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis"
+  local case
+  for case in ${TQ_NCU_WIDE_CASES:-1x4096:16 1x4096:128 1x32768:128}; do
+    echo "== wide ${case%%:*} q_len ${case##*:}"
+    TQ_FAST_WIDE=force ncu --clock-control none -k regex:wide_decode --launch-count 1 $sections \
+      $B/bench/gpu/bench_gpu --reps 1 --mode fast --preset 4bit_nc --shape ${case%%:*} --q-len ${case##*:} || return 1
+  done
+}
+export -f build compare wide loader dram ncuwide
 export B OUT steps
 has build && { run_step build 300 bash -c build || { log "build failed"; exit 1; }; }
 has test && run_step test 200 $B/tests/test_gpu --gtest_color=no --gtest_filter="${TQ_TEST_FILTER:-*}"
@@ -128,6 +139,7 @@ has cpu && run_step cpu-bench 120 taskset -c 0,1 $B/bench/cpu/bench_cpu --benchm
 has compare && run_step compare 200 bash -c compare
 has wide && run_step wide 240 bash -c wide
 has loader && run_step loader 240 bash -c loader
+has ncuwide && run_step ncuwide 150 bash -c ncuwide
 has dram && run_step dram 150 bash -c dram
 has ctest && run_step ctest 300 bash -c "cd $B && ctest -j16 --output-on-failure"
 has sdpa && PYTHONUNBUFFERED=1 run_step sdpa 90 python3 bench/gpu/sdpa_baseline.py --csv "$OUT/sdpa.csv"

@@ -21,8 +21,9 @@
 #   loader    bench_gpu --mode fast --layout both (TQ_LOADER_SHAPES, default 1x4096,32x8192,16x32768)
 #             with tensor copies (the default) and with TQ_FAST_LOADER=cp.async,
 #             interleaved TQ_COMPARE_ROUNDS times (default 3)
-#   ncuwide   ncu of the wide kernel (TQ_FAST_WIDE=force), 4bit_nc, fast, at
-#             TQ_NCU_WIDE_CASES (default 1x4096:16 1x4096:128 1x32768:128, shape:q_len)
+#   ncuwide   ncu of the first multi-token fast kernel (wide or not), 4bit_nc, SoA, at
+#             TQ_NCU_WIDE_CASES (default 1x4096:16 1x4096:128 1x32768:128; shape:q_len[:policy],
+#             policy the TQ_FAST_WIDE value, default force)
 #   dram      ncu's DRAM and L2 bytes of the fast decode, 16x32768, SoA and AoS, 4bit_nc and k8v4
 #             (dram.log; PERFORMANCE.md round 14)
 #   TQ_TEST_FILTER   gtest filter of the test step (default: all of test_gpu)
@@ -117,11 +118,13 @@ dram() {
 }
 ncuwide() {
   local sections="--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis"
-  local case
+  sections+=" --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio"  # the stall reasons
+  local case shape q policy
   for case in ${TQ_NCU_WIDE_CASES:-1x4096:16 1x4096:128 1x32768:128}; do
-    echo "== wide ${case%%:*} q_len ${case##*:}"
-    TQ_FAST_WIDE=force ncu --clock-control none -k regex:wide_decode --launch-count 1 $sections \
-      $B/bench/gpu/bench_gpu --reps 1 --mode fast --preset 4bit_nc --shape ${case%%:*} --q-len ${case##*:} || return 1
+    IFS=: read -r shape q policy <<< "$case"
+    echo "== ${shape} q_len ${q} TQ_FAST_WIDE=${policy:-force}"
+    TQ_FAST_WIDE=${policy:-force} ncu --clock-control none -k regex:'wide_decode|fast_decode' --launch-count 1 $sections \
+      $B/bench/gpu/bench_gpu --reps 1 --mode fast --preset 4bit_nc --layout soa --shape $shape --q-len $q || return 1
   done
 }
 export -f build compare wide loader dram ncuwide

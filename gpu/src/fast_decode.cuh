@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
   // Queries: prepared in fp32 exactly as the golden model (prepare_queries ends
   // with a barrier, which also publishes the pair table).
   std::uint32_t qb[T::kColumnTiles][T::kKSteps][2];
-  prepare_query_rows<D>(p, cols.count, column_row, prep, prep + T::kColumns * D);
+  prepare_query_rows<D, T::kColumns, T::kWarps>(p, cols.count, column_row, prep, prep + T::kColumns * D);
   query_fragments<T>(prep, cols.count, g, c, qb);
   FastTileInputs<T> in{lut, static_cast<std::uint32_t>((lane % T::kLutCopies) * 4), qb, {}};
   FastWarpState<T> state[T::kColumnTiles];

@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
   // A static array: its address is a constant, so a lookup is one LDS [offset + imm].
   __shared__ float centroids[core::kMaxCodebookSize];
   if (threadIdx.x < core::kMaxCodebookSize) centroids[threadIdx.x] = p.codebook.centroids[threadIdx.x];
-  prepare_queries<D>(p, blk.first_row, blk.heads, &sm.q[0][0], &sm.scratch[0][0]);  // ends with a barrier
+  prepare_queries<D, H, kStrictWarps>(p, blk.first_row, blk.heads, &sm.q[0][0], &sm.scratch[0][0]);  // ends with a barrier
   if (split >= p.plan_splits) return;
   const core::TokenRange range = core::row_split_range(row.attended, p.plan_splits, split);
   if (range.empty()) return;  // the merge skips empty splits

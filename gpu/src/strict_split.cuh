@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
 
   __shared__ float centroids[core::kMaxCodebookSize];  // static: constant address (strict_decode_kernel)
   if (threadIdx.x < core::kMaxCodebookSize) centroids[threadIdx.x] = p.codebook.centroids[threadIdx.x];
-  prepare_queries<D>(p, blk.first_row, blk.heads, &sm.q[0][0], &sm.scratch[0][0]);  // ends with a barrier
+  prepare_queries<D, H, kSplitWarps<D>>(p, blk.first_row, blk.heads, &sm.q[0][0], &sm.scratch[0][0]);  // ends with a barrier
 
   const int tg = lane >> 4;
   float qr[H][D / 16];

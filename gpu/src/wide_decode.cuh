@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
   if constexpr (!T::kFp8) build_pair_table<T>(p, lut, centroid_half, tid);
   // The block's columns, prepared in the K and V^T tiles (ends with a barrier).
   float* prep = reinterpret_cast<float*>(smem + S::kKOffset);
-  prepare_query_rows<D>(p, cols.count, [&](int k) { return cols.row(k); }, prep, nullptr);
+  prepare_query_rows<D, kWideColumns, kWideWarps>(p, cols.count, [&](int k) { return cols.row(k); }, prep, nullptr);
   const int k0 = 16 * warp + g, k1 = k0 + 8;  // the lane's two columns
   std::uint32_t qa[T::kKSteps][4];
   // A of S: (row g, K columns 16 ks + 2c, + 1), (row g + 8, ...), then + 8:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One full device session: build, tests, benchmarks, sanitizers; logs to $OUT.
 #   bash bench/gpu/run_h200.sh [steps]   steps: comma list of
-#   build,test,ctest,bench,multi,dequantize,cpu,compare,wide,loader,ncuwide,dram,sdpa,memcheck,racecheck,initcheck,
+#   build,test,ctest,bench,multi,dequantize,cpu,compare,wide,loader,ncuwide,ncusrc,dram,sdpa,memcheck,racecheck,initcheck,
 #   synccheck,sass,ncu (default: build,test,bench,sdpa and the four sanitizers)
 #   ctest     the whole suite (CPU, tool, reliability and GPU tests; the cross-backend
 #             tests then include the CUDA backends); builds every target
@@ -24,6 +24,9 @@
 #   ncuwide   ncu of the first multi-token fast kernel (wide or not), 4bit_nc, SoA, at
 #             TQ_NCU_WIDE_CASES (default 1x4096:16 1x4096:128 1x32768:128; shape:q_len[:policy],
 #             policy the TQ_FAST_WIDE value, default force)
+#   ncusrc    ncu's source counters (per CUDA line and per SASS instruction, CSV) of the kernel of
+#             TQ_NCU_SRC_CASE (default 1x4096:16; shape:q_len[:policy], as ncuwide); build with
+#             TQ_CUDA_FLAGS=-lineinfo for the CUDA lines
 #   dram      ncu's DRAM and L2 bytes of the fast decode, 16x32768, SoA and AoS, 4bit_nc and k8v4
 #             (dram.log; PERFORMANCE.md round 14)
 #   TQ_TEST_FILTER   gtest filter of the test step (default: all of test_gpu)
@@ -63,7 +66,8 @@ source .gpu-deps/setup.sh > "$OUT/info.log" 2>&1
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv; nproc; } >> "$OUT/info.log" 2>&1
 B=${TQ_BUILD_DIR:-build-gpu}  # TQ_BUILD_DIR: a build made by another script (e.g. python/bench/run_h200_python.sh)
 build() {
-  local cfg=(-S . -B $B -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release -DTURBOQUANT_ENABLE_CUDA=ON)
+  local cfg=(-S . -B $B -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release -DTURBOQUANT_ENABLE_CUDA=ON
+             "-DCMAKE_CUDA_FLAGS=${TQ_CUDA_FLAGS:-}")
   local tools=OFF
   [[ ",$steps," == *",ctest,"* ]] && tools=ON
   if ! cmake "${cfg[@]}" -DTURBOQUANT_ENABLE_BENCH=ON -DTURBOQUANT_ENABLE_TOOLS=$tools; then
@@ -127,7 +131,16 @@ ncuwide() {
       $B/bench/gpu/bench_gpu --reps 1 --mode fast --preset 4bit_nc --layout soa --shape $shape --q-len $q || return 1
   done
 }
-export -f build compare wide loader dram ncuwide
+ncusrc() {
+  local shape q policy
+  IFS=: read -r shape q policy <<< "${TQ_NCU_SRC_CASE:-1x4096:16}"
+  TQ_FAST_WIDE=${policy:-force} ncu --clock-control none -k regex:'wide_decode|fast_decode' --launch-count 1 \
+    --section SourceCounters --section WarpStateStats --import-source yes -f -o /tmp/tq-ncusrc \
+    $B/bench/gpu/bench_gpu --reps 1 --mode fast --preset 4bit_nc --layout soa --shape $shape --q-len $q || return 1
+  ncu -i /tmp/tq-ncusrc.ncu-rep --page source --csv --print-source cuda > "$OUT/ncusrc-cuda.csv" || return 1
+  ncu -i /tmp/tq-ncusrc.ncu-rep --page source --csv --print-source sass | gzip > "$OUT/ncusrc-sass.csv.gz"
+}
+export -f build compare wide loader dram ncuwide ncusrc
 export B OUT steps
 has build && { run_step build 300 bash -c build || { log "build failed"; exit 1; }; }
 has test && run_step test 200 $B/tests/test_gpu --gtest_color=no --gtest_filter="${TQ_TEST_FILTER:-*}"
@@ -143,6 +156,7 @@ has compare && run_step compare 200 bash -c compare
 has wide && run_step wide 240 bash -c wide
 has loader && run_step loader 240 bash -c loader
 has ncuwide && run_step ncuwide 150 bash -c ncuwide
+has ncusrc && run_step ncusrc 120 bash -c ncusrc
 has dram && run_step dram 150 bash -c dram
 has ctest && run_step ctest 300 bash -c "cd $B && ctest -j16 --output-on-failure"
 has sdpa && PYTHONUNBUFFERED=1 run_step sdpa 90 python3 bench/gpu/sdpa_baseline.py --csv "$OUT/sdpa.csv"
@@ -171,3 +185,5 @@ if has ncu; then
   run_step ncu 200 bash -c 'ncu_run --preset 4bit_nc --shape 16x32768 --mode fast; ncu_run --preset 3bit_nc --shape 16x32768 --mode fast; ncu_run --preset 4bit_nc --shape 1x4096 --mode fast; ncu_run --preset 4bit_nc --shape 16x32768 --mode strict; ncu --clock-control none -k regex:encode_kernel --launch-count 1 $NCU_SECTIONS $B/bench/gpu/bench_gpu --reps 1 --preset 4bit_nc --mode encode'
 fi
 log "done"
+# Only a few files come back from a device call: everything, packed, under a name that sorts first.
+(cd "$OUT" && tar czf /tmp/tq-all.tgz . && mv /tmp/tq-all.tgz "$OUT/00-all.tgz")

@@ -261,25 +261,41 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
   pdl_launch_dependents();
 
   sum_lane_shares<1, 2>(w);  // the partials of the lane's two columns: sums over the four lanes of a row
-  const core::PartialLayout pl = p.partials(D);
+  // The warp's O goes to shared memory (the K and V^T tiles, read by every
+  // warp until here), then out as whole rows of D floats: written straight
+  // from the fragments, every 4-byte store touched 32 sectors.
+  __syncthreads();
+  float* o_rows = reinterpret_cast<float*>(smem + S::kKOffset) + warp * 16 * S::kOPitch;  // the warp's 16 columns
   // O's n-tile n, columns 2c and 2c + 1: V^T rows 8 n + 2c (+ 1), local value
   // dim n of lane groups 2c and 2c + 1.
-  auto write = [&](int k, int half, float m, float l, float z) {
-    if (k >= cols.count) return;
-    float* acc = p.partial_acc + pl.acc_offset(cols.row(k), split);
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      acc[T::value_dim(2 * c, n)] = w.o[n][2 * half] + z;
-      acc[T::value_dim(2 * c + 1, n)] = w.o[n][2 * half + 1] + z;
+  for (int n = 0; n < D / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      o_rows[g * S::kOPitch + T::value_dim(2 * c + e, n)] = w.o[n][e] + w.z0;
+      o_rows[(g + 8) * S::kOPitch + T::value_dim(2 * c + e, n)] = w.o[n][2 + e] + w.z1;
     }
-    if (c == 0) {
-      float* ml = p.partial_ml + pl.ml_offset(cols.row(k), split);
-      ml[0] = m;
-      ml[1] = l;
+  }
+  __syncwarp();
+  const core::PartialLayout pl = p.partials(D);
+  const int warp_columns = min(16, cols.count - 16 * warp);
+  for (int r = 0; r < warp_columns; ++r) {
+    float* acc = p.partial_acc + pl.acc_offset(cols.row(16 * warp + r), split);
+    const float* src = o_rows + r * S::kOPitch;
+    if constexpr (D % 4 == 0) {  // acc rows are 16-byte aligned (a 256-byte aligned workspace, D floats apart)
+      for (int i = lane; i < D / 4; i += 32) reinterpret_cast<float4*>(acc)[i] = reinterpret_cast<const float4*>(src)[i];
+    } else {
+      for (int i = lane; i < D; i += 32) acc[i] = src[i];
     }
+  }
+  auto write_ml = [&](int k, float m, float l) {
+    if (c != 0 || k >= cols.count) return;
+    float* ml = p.partial_ml + pl.ml_offset(cols.row(k), split);
+    ml[0] = m;
+    ml[1] = l;
   };
-  write(k0, 0, w.m0, w.l0, w.z0);
-  write(k1, 1, w.m1, w.l1, w.z1);
+  write_ml(k0, w.m0, w.l0);
+  write_ml(k1, w.m1, w.l1);
 }
 
 }  // namespace turboquant::cuda::detail

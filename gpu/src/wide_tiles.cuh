@@ -51,7 +51,8 @@ constexpr bool wide_maps_are_bijections() {
 // [64][D] and V^T [D][64] fp16 tiles (rows padded by 16 bytes, so that
 // ldmatrix's eight rows fall in distinct banks), the step's per-token key
 // norm, value scale and zero, and the pair table. The prepared query
-// (kWideColumns x D floats) lives in the K and V^T region before the loop.
+// (kWideColumns x D floats) lives in the K and V^T region before the loop,
+// the block's O (kWideColumns x kOPitch floats) after it.
 //
 // Neither tile is in dim order. K's columns are in the order of the lanes'
 // fragments (wide_key_column), so that a warp's 32 stores of one fragment
@@ -72,7 +73,9 @@ struct WideSmem {
   static constexpr int kMetaOffset = kVOffset + D * kVPitch * 2;
   static constexpr int kLutOffset = kMetaOffset + 3 * kStep * 4;
   static constexpr int kBytes = kLutOffset + T::kLutBytes;
+  static constexpr int kOPitch = D + 4;  // floats per row of the epilogue's O (in the K and V^T tiles)
   static_assert(kWideColumns * D * 4 <= kMetaOffset - kKOffset, "the prepared query fits the K and V^T tiles");
+  static_assert(kWideColumns * kOPitch * 4 <= kMetaOffset - kKOffset, "the epilogue's O fits the K and V^T tiles");
   static_assert(T::kWarps == kWideWarps, "four warps");
   static_assert(wide_maps_are_bijections<T>(), "K columns and V^T rows hold every dim once");
   static_assert(D <= 128, "the O fragments of D 256 would take 128 registers");

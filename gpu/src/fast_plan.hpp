@@ -71,26 +71,25 @@ TQ_HD constexpr int fast_column_tiles(bool has_query_start_loc, int group, std::
   return columns > per_tile ? 2 : 1;
 }
 // The wide kernel sets up each block (the pair table, 64 prepared query
-// columns) for a fixed cost that only long splits repay. The plan cuts each
-// sequence into about resident blocks / units splits ((row block, KV head)
-// units, one wave), so the wide kernel is taken only while that is at most
-// kWideMaxSplits and leaves splits of at least kWideMinSplitTokens of the
-// longest sequence the block table can hold (max_seq_tokens; the host does not
-// read seq_lens). Measured on the H200 (docs/PERFORMANCE.md round 15, 264
+// columns) and writes 64 partials at its end, a fixed cost that only splits of
+// several 64-token steps repay. The plan cuts each sequence into about
+// resident blocks / units splits ((row block, KV head) units, one wave), so the
+// wide kernel is taken while those splits hold at least kWideMinSplitTokens of
+// the longest sequence the block table can hold (max_seq_tokens; the host does
+// not read seq_lens). Measured on the H200 (docs/PERFORMANCE.md round 16, 264
 // resident blocks), wide against two-tile blocks, us: 1 x 4096 q 16 at GQA 4
-// (8 units) 84.4 / 27.0, q 128 (64 units, splits of 1024) 146.7 / 130.9;
-// 1 x 32768 q 16 131.5 / 99.4, q 128 454.6 / 689.6; 8 x 8192 q 16 (splits of
-// 2048) 204.2 / 218.5; 64 x 4096 q 16 744.2 / 1092.0.
-inline constexpr int kWideMaxSplits = 8;
-inline constexpr int kWideMinSplitTokens = 2048;
+// (8 units, 33 splits of 128 tokens) 28.5 / 23.3; 1 x 32768 q 16 (33 splits of
+// 1024) 73.4 / 94.7; 1 x 4096 q 128 (64 units, splits of 1024) 90.7 / 124.1;
+// 8 x 8192 q 16 139.5 / 209.8; 16 x 32768 q 16 781.6 / 1368.6. A line through
+// the first two puts the break-even near 300 tokens.
+inline constexpr int kWideMinSplitTokens = 512;
 TQ_HD constexpr bool wide_pays_off(std::int64_t units, std::int64_t resident_blocks, std::int64_t max_seq_tokens) {
   const std::int64_t splits = resident_blocks / (units > 0 ? units : 1);
-  const std::int64_t s = splits > 1 ? splits : 1;
-  return s <= kWideMaxSplits && max_seq_tokens / s >= kWideMinSplitTokens;
+  return max_seq_tokens / (splits > 1 ? splits : 1) >= kWideMinSplitTokens;
 }
-static_assert(!wide_pays_off(8, 264, 4096) && !wide_pays_off(64, 264, 4096) && !wide_pays_off(8, 264, 32768) &&
+static_assert(!wide_pays_off(8, 264, 4096) && wide_pays_off(64, 264, 4096) && wide_pays_off(8, 264, 32768) &&
               wide_pays_off(64, 264, 32768) && wide_pays_off(64, 264, 8192) && wide_pays_off(512, 264, 8192) &&
-              wide_pays_off(512, 264, 4096) && wide_pays_off(128, 264, 32768));
+              wide_pays_off(512, 264, 4096) && wide_pays_off(128, 264, 32768) && !wide_pays_off(8, 264, 8192));
 
 // Rows per fast block: one without query_start_loc (a row is a sequence);
 // with it, as many rows as leave room for the chunk's heads in the block's

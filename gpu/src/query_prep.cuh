@@ -1,20 +1,19 @@
 // Block-cooperative query preparation, bit-identical to decode_reference's
 // prepare_query: q -> rotate_forward (Lloyd-Max keys) -> * mul_rn(scale, log2 e).
 //
-// A warp prepares whole rows, lane l holding dims l + 32 t. Every load of a
-// batch of rows is issued before the first is used: with one element per
-// thread and iteration, a block of 64 columns (the wide kernel) waited for
-// 64 global loads one after another, about 80 us of a 90 us kernel on the
-// H200 (docs/PERFORMANCE.md round 16). The Hadamard rotation evaluates
-// core::fwht's butterfly network stage by stage: stages h < 32 pair lanes l
-// and l ^ h (a shuffle), the others pair a lane's own registers. The same
-// butterflies in the same stages give the same bits (hadamard.hpp). A dense
-// PiT runs core::rotate_forward itself, one thread per row (slow; for old
-// producers only).
+// Warps own whole rows, lane l dims l + 32 t. The loads of a batch of rows are
+// all issued before the first is used: with one element per thread and
+// iteration, a block of 64 columns (the wide kernel) waited for 64 global
+// loads one after another, about 30 us of a 91 us kernel on the H200
+// (docs/PERFORMANCE.md round 16). Then each warp rotates its rows one at a
+// time in registers, evaluating core::fwht's butterfly network stage by stage:
+// stages h < 32 pair lanes l and l ^ h (a shuffle), the others pair a lane's
+// own registers. The same butterflies in the same stages give the same bits
+// (hadamard.hpp). A dense PiT runs core::rotate_forward itself, one thread
+// per row (slow; for old producers only).
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include "params.hpp"
 #include "turboquant/core/elements.hpp"
@@ -30,18 +29,37 @@ TQ_HD constexpr int query_rows_in_flight(int max_rows, int warps) {
   return per_warp < 1 ? 1 : (per_warp > 8 ? 8 : per_warp);
 }
 
-// fn(load) with load(i) = core::load_element of the query at element i, its
-// dtype fixed at compile time (so that the loads of a batch carry no branches).
-template <class Fn>
-__device__ __forceinline__ void with_query_loader(const DecodeParams& p, Fn&& fn) {
-  const void* base = p.query;
-  auto of = [base](auto dtype) {
-    return [base](std::int64_t i) { return core::load_element(base, decltype(dtype)::value, i); };
-  };
-  switch (p.query_dtype) {
-    case core::DType::kFloat32: fn(of(std::integral_constant<core::DType, core::DType::kFloat32>{})); break;
-    case core::DType::kFloat16: fn(of(std::integral_constant<core::DType, core::DType::kFloat16>{})); break;
-    default: fn(of(std::integral_constant<core::DType, core::DType::kBFloat16>{})); break;
+// x[b][t] = query element base[b] + lane + 32 t as core::load_element reads
+// it, 0 for a row past the block's (valid[b] false) or a dim past D. Only the
+// load width depends on the dtype: one branch per batch, none per load, and
+// one copy of the code after it.
+template <int D, int kB, int kPerLane>
+__device__ __forceinline__ void load_query_batch(const DecodeParams& p, const std::int64_t (&base)[kB],
+                                                 const bool (&valid)[kB], int lane, float (&x)[kB][kPerLane]) {
+  if (p.query_dtype == core::DType::kFloat32) {
+#pragma unroll
+    for (int b = 0; b < kB; ++b) {
+#pragma unroll
+      for (int t = 0; t < kPerLane; ++t) {
+        const int j = lane + 32 * t;
+        x[b][t] = valid[b] && j < D ? core::load_element(p.query, core::DType::kFloat32, base[b] + j) : 0.0f;
+      }
+    }
+    return;
+  }
+  std::uint16_t h[kB][kPerLane];
+#pragma unroll
+  for (int b = 0; b < kB; ++b) {
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) {
+      const int j = lane + 32 * t;
+      h[b][t] = valid[b] && j < D ? core::load_u16(p.query, base[b] + j) : std::uint16_t{0};
+    }
+  }
+#pragma unroll
+  for (int b = 0; b < kB; ++b) {
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) x[b][t] = core::widen_16(h[b][t], p.query_dtype);
   }
 }
 
@@ -94,40 +112,55 @@ __device__ void prepare_query_rows(const DecodeParams& p, int rows, RowOf row_of
   constexpr int kPerLane = (D + 31) / 32;
   constexpr int kB = query_rows_in_flight(kMaxRows, kWarps);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  // Warp w takes rows w, w + kWarps, ...: its batch i rows w + kWarps (kB i + b).
-  with_query_loader(p, [&](auto load) {
-    for (int first = warp; first < rows; first += kWarps * kB) {
-      float x[kB][kPerLane];
+  // The raw rows into q, kB rows per warp in flight: batch i holds rows
+  // kWarps kB i + kWarps b + w (b < kB) of warp w.
+  for (int first = 0; first < rows; first += kWarps * kB) {
+    std::int64_t base[kB];
+    bool valid[kB];
 #pragma unroll
-      for (int b = 0; b < kB; ++b) {
-        const int r = first + kWarps * b;
-        const std::int64_t base = r < rows ? row_of(r) * D : 0;
+    for (int b = 0; b < kB; ++b) {
+      const int r = first + kWarps * b + warp;
+      valid[b] = r < rows;
+      base[b] = valid[b] ? row_of(r) * D : 0;
+    }
+    float x[kB][kPerLane];
+    load_query_batch<D>(p, base, valid, lane, x);
 #pragma unroll
-        for (int t = 0; t < kPerLane; ++t) {
-          const int j = lane + 32 * t;
-          x[b][t] = r < rows && j < D ? load(base + j) : 0.0f;
-        }
-      }
+    for (int b = 0; b < kB; ++b) {
 #pragma unroll
-      for (int b = 0; b < kB; ++b) {
-        const int r = first + kWarps * b;
-        if (rotate) {
-          if constexpr ((D & (D - 1)) == 0) {
-            warp_fwht<D>(x[b], lane);
-            constexpr float kNorm = core::inv_sqrt_pow2(D);
-#pragma unroll
-            for (int t = 0; t < kPerLane; ++t) x[b][t] = core::mul_rn(x[b][t], kNorm);
-          }
-        }
-        if (r >= rows) continue;
-#pragma unroll
-        for (int t = 0; t < kPerLane; ++t) {
-          const int j = lane + 32 * t;
-          if (j < D) q[r * D + j] = core::mul_rn(x[b][t], p.query_factor);
-        }
+      for (int t = 0; t < kPerLane; ++t) {
+        const int j = lane + 32 * t;
+        if (valid[b] && j < D) q[(first + kWarps * b + warp) * D + j] = x[b][t];
       }
     }
-  });
+  }
+  __syncwarp();
+  // Then each warp's rows in place (row r is warp r % kWarps's in both loops),
+  // one at a time; the loop is block-uniform, so every lane of a warp reaches
+  // the shuffles.
+  for (int first = 0; first < rows; first += kWarps) {
+    const int r = first + warp;
+    float x[kPerLane];
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) {
+      const int j = lane + 32 * t;
+      x[t] = r < rows && j < D ? q[r * D + j] : 0.0f;
+    }
+    if (rotate) {
+      if constexpr ((D & (D - 1)) == 0) {
+        warp_fwht<D>(x, lane);
+        constexpr float kNorm = core::inv_sqrt_pow2(D);
+#pragma unroll
+        for (int t = 0; t < kPerLane; ++t) x[t] = core::mul_rn(x[t], kNorm);
+      }
+    }
+    if (r >= rows) continue;
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) {
+      const int j = lane + 32 * t;
+      if (j < D) q[r * D + j] = core::mul_rn(x[t], p.query_factor);
+    }
+  }
   __syncthreads();
 }
 

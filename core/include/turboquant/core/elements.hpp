@@ -24,6 +24,9 @@ TQ_HD std::uint16_t load_u16(const void* base, std::int64_t i) {
 #endif
 }
 
+// A 16-bit element's bits (t is kFloat16 or kBFloat16) widened to fp32.
+TQ_HD float widen_16(std::uint16_t h, DType t) { return t == DType::kFloat16 ? fp16_to_float(h) : bf16_to_float(h); }
+
 TQ_HD float load_element(const void* base, DType t, std::int64_t i) {
   if (t == DType::kFloat32) {
 #if TQ_ON_DEVICE
@@ -34,8 +37,7 @@ TQ_HD float load_element(const void* base, DType t, std::int64_t i) {
     return f;
 #endif
   }
-  const std::uint16_t h = load_u16(base, i);
-  return t == DType::kFloat16 ? fp16_to_float(h) : bf16_to_float(h);
+  return widen_16(load_u16(base, i), t);
 }
 
 TQ_HD void store_element(void* base, DType t, std::int64_t i, float f) {

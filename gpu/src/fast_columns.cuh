@@ -66,6 +66,13 @@ __device__ __forceinline__ core::TokenRange column_range(const DecodeParams& p, 
   return core::attended_range(first_pos + min(k / cols.heads, rows.count - 1), p.sliding_window);
 }
 
+// The range every column of the block attends to: from the last row's begin
+// (it starts latest) to the first row's end (it ends first).
+__device__ __forceinline__ core::TokenRange columns_common_range(const DecodeParams& p, const FastRows& rows,
+                                                                 const FastColumns& cols) {
+  return core::TokenRange{column_range(p, rows, cols, cols.count - 1).begin, rows.attended.end - rows.count + 1};
+}
+
 // The mask of column tile n (columns 8n + 2c, 8n + 2c + 1).
 __device__ __forceinline__ FastColumnMask fast_column_mask(const DecodeParams& p, const FastRows& rows,
                                                            const FastColumns& cols, int n, int c) {
@@ -80,8 +87,9 @@ __device__ __forceinline__ FastColumnMask fast_column_mask(const DecodeParams& p
   m.lo1 = r1.begin;
   m.hi1 = r1.end;
   m.union_begin = rows.attended.begin;
-  m.all_begin = range(cols.count - 1).begin;
-  m.all_end = rows.attended.end - rows.count + 1;  // the first row's end
+  const core::TokenRange all = columns_common_range(p, rows, cols);
+  m.all_begin = all.begin;
+  m.all_end = all.end;
   return m;
 }
 

@@ -115,13 +115,14 @@ __device__ void prepare_query_rows(const DecodeParams& p, int rows, RowOf row_of
   // The raw rows into q, kB rows per warp in flight: batch i holds rows
   // kWarps kB i + kWarps b + w (b < kB) of warp w.
   for (int first = 0; first < rows; first += kWarps * kB) {
+    int r[kB];
     std::int64_t base[kB];
     bool valid[kB];
 #pragma unroll
     for (int b = 0; b < kB; ++b) {
-      const int r = first + kWarps * b + warp;
-      valid[b] = r < rows;
-      base[b] = valid[b] ? row_of(r) * D : 0;
+      r[b] = first + kWarps * b + warp;
+      valid[b] = r[b] < rows;
+      base[b] = valid[b] ? row_of(r[b]) * D : 0;
     }
     float x[kB][kPerLane];
     load_query_batch<D>(p, base, valid, lane, x);
@@ -130,7 +131,7 @@ __device__ void prepare_query_rows(const DecodeParams& p, int rows, RowOf row_of
 #pragma unroll
       for (int t = 0; t < kPerLane; ++t) {
         const int j = lane + 32 * t;
-        if (valid[b] && j < D) q[(first + kWarps * b + warp) * D + j] = x[b][t];
+        if (valid[b] && j < D) q[r[b] * D + j] = x[b][t];
       }
     }
   }

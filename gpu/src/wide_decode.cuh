@@ -57,8 +57,8 @@ template <class T>
 __device__ __forceinline__ WideMask wide_mask(const DecodeParams& p, const FastRows& rows, const FastColumns& cols,
                                               int k0, int k1) {
   const core::TokenRange r0 = column_range(p, rows, cols, k0), r1 = column_range(p, rows, cols, k1);
-  WideMask m{r0.begin, r0.end, r1.begin, r1.end, column_range(p, rows, cols, cols.count - 1).begin,
-             rows.attended.end - rows.count + 1};  // the first row's end
+  const core::TokenRange all = columns_common_range(p, rows, cols);
+  WideMask m{r0.begin, r0.end, r1.begin, r1.end, all.begin, all.end};
   if (k0 >= cols.count) m.lo0 = m.hi0 = 0;  // columns past the block's: no token
   if (k1 >= cols.count) m.lo1 = m.hi1 = 0;
   return m;

@@ -4,7 +4,7 @@
 //
 //   bench_gpu [--csv FILE] [--reps N] [--quick] [--layout soa|aos|both]
 //             [--preset P] [--shape BxS[,BxS...]] [--mode fast|strict|encode|dequantize]
-//             [--q-len Q[,Q...]] [--sustained]
+//             [--q-len Q[,Q...]] [--no-expanded] [--sustained]
 //
 // Decode shapes (B x seq): 1x4096, 1x32768, 8x8192, 32x8192, 64x4096,
 // 16x32768; D 128, Hq 32, Hk 8, block 16, 32 splits, bf16 query and output.
@@ -17,7 +17,7 @@
 // chunked prefill), each shape twice: as query_start_loc rows ("qQ") and as
 // the B x Q single-token rows vLLM expands them into ("qQ expanded": each row
 // its own sequence of length seq - Q + i + 1 over the same blocks). Q = 1 is
-// the plain decode.
+// the plain decode. --no-expanded: only the query_start_loc rows.
 // --mode dequantize (only when named): cuda::dequantize_sequences of 8 x 8192
 // and 16 x 32768 tokens into [B, Hk, seq, D], fp16 keys in the rotated basis
 // (what vLLM's continuation prefill uses), fp16 / bf16 / fp32 in the original.
@@ -477,6 +477,7 @@ constexpr Preset kBenchPresets[] = {Preset::k4BitNc, Preset::kK8V4, Preset::kK3V
 int main(int argc, char** argv) {
   int reps = 20;
   bool quick = false;
+  bool with_expanded = true;
   std::string only_preset, only_shape, only_mode, layouts = "both";
   std::vector<int> q_lens = {1};
   for (int i = 1; i < argc; ++i) {
@@ -484,6 +485,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--sustained")) g_sustained = true;
+    else if (!std::strcmp(argv[i], "--no-expanded")) with_expanded = false;
     else if (!std::strcmp(argv[i], "--preset") && i + 1 < argc) only_preset = argv[++i];  // e.g. 4bit_nc
     else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = argv[++i];    // e.g. 16x32768,1x4096
     else if (!std::strcmp(argv[i], "--layout") && i + 1 < argc) layouts = argv[++i];     // soa | aos | both
@@ -531,7 +533,7 @@ int main(int argc, char** argv) {
       if (!shape_ok(sh)) continue;
       for (int q : q_lens) {
         for (bool expanded : {false, true}) {
-          if (q == 1 && expanded) continue;
+          if ((q == 1 || !with_expanded) && expanded) continue;
           Shape rows = sh;
           rows.q_len = q;
           rows.expanded = expanded;

@@ -92,12 +92,12 @@ struct FastWave {
   std::int64_t resident;
 };
 FastWave fast_wave(const core::BlockLayout& l, bool has_query_start_loc, int rows, int group, int column_tiles,
-                   bool tensor_copy) {
+                   bool tensor_copy, int warps = 0) {
   const int rows_per_block = fast_rows_per_block(has_query_start_loc, group, column_tiles);
   const int chunks = (group + kFastHeadsPerBlock - 1) / kFastHeadsPerBlock;
   const std::int64_t row_blocks = (std::int64_t{rows} + rows_per_block - 1) / rows_per_block;
   return FastWave{row_blocks * l.num_kv_heads * chunks,
-                  std::int64_t{device_sm_count()} * fast_decode_occupancy(l.format, tensor_copy, column_tiles)};
+                  std::int64_t{device_sm_count()} * fast_decode_occupancy(l.format, tensor_copy, column_tiles, warps)};
 }
 
 std::size_t shape_bytes(std::int64_t count, std::size_t element_bytes) {
@@ -274,10 +274,21 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
   if (out->fast) {
     // About one wave of blocks at full occupancy: fewer, longer splits for
     // large batches, more splits (up to the workspace's stride) for small.
-    const FastWave w = fast_wave(l, out->has_query_start_loc, rows, group, column_tiles, p.tensor_copy);
-    if (w.resident > 0) {
-      p.plan_splits = static_cast<int>(std::clamp<std::int64_t>(w.resident / std::max<std::int64_t>(w.units, 1), 1, stride));
+    // Two column tiles take twelve-warp blocks where their splits of the
+    // longest sequence the block table holds are long (fast_deep_pays_off).
+    const std::int64_t max_seq_tokens = std::int64_t{a.max_blocks_per_seq} * l.block_size;
+    auto splits_for = [&](int warps) -> std::int64_t {
+      const FastWave w = fast_wave(l, out->has_query_start_loc, rows, group, column_tiles, p.tensor_copy, warps);
+      if (w.resident <= 0) return a.num_splits;
+      return std::clamp<std::int64_t>(w.resident / std::max<std::int64_t>(w.units, 1), 1, stride);
+    };
+    std::int64_t splits = 0;
+    if (column_tiles == 2) {
+      splits = splits_for(kFastDeepWarps);
+      if (fast_deep_pays_off(max_seq_tokens, splits)) p.fast_warps = kFastDeepWarps;
     }
+    if (p.fast_warps == 0) splits = splits_for(0);
+    p.plan_splits = static_cast<int>(splits);
   }
   p.query_factor = core::mul_rn(a.softmax_scale, core::kLog2e);
   p.codebook = *cb;

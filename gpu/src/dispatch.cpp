@@ -50,12 +50,12 @@ Status launch_decode(const DecodeParams& p, bool fast, const FastTensorMaps& map
   });
 }
 
-int fast_decode_occupancy(const core::Format& f, bool tensor_copy, int column_tiles) {
+int fast_decode_occupancy(const core::Format& f, bool tensor_copy, int column_tiles, int warps) {
   int blocks = 0;
   (void)dispatch_head_dim(HeadDims{}, f.head_dim, "decode", [&](auto d) {
     constexpr int D = decltype(d)::value;
-    blocks = tensor_copy ? fast_decode_occupancy_dim<D, true>(f, column_tiles)
-                        : fast_decode_occupancy_dim<D, false>(f, column_tiles);
+    blocks = tensor_copy ? fast_decode_occupancy_dim<D, true>(f, column_tiles, warps)
+                        : fast_decode_occupancy_dim<D, false>(f, column_tiles, warps);
     return Status();
   });
   return blocks;

@@ -39,7 +39,8 @@ struct FastColumnMask {
   int union_begin = 0;                                  // before it no column attends (metadata unread)
   int all_begin = 0, all_end = INT_MAX;                  // every column attends to [all_begin, all_end)
 
-  // Whether the tile at tok0 has a token some column does not attend to.
+  // Whether the tile at tok0 has a token some column does not attend to (the
+  // same in every column tile of a block: all_begin and all_end are the block's).
   __device__ __forceinline__ bool needed(int tok0, int tile) const {
     return active && (tok0 < all_begin || tok0 + tile > all_end);
   }

@@ -54,7 +54,11 @@ cudaError_t launch_fast(const DecodeParams& p, const FastTensorMaps& maps, cudaS
     if (p.fast_column_tiles == kFastWideColumnTiles) return launch_wide<T>(p, stream);
   }
   if constexpr (fast_has_two_column_tiles(T::kDim)) {
-    if (p.fast_column_tiles == 2) return launch_fast_instance<WithColumnTiles<T, 2>, true>(p, maps, stream);
+    if (p.fast_column_tiles == 2) {
+      return p.fast_warps == kFastDeepWarps
+                 ? launch_fast_instance<WithColumnTiles<T, 2, kFastDeepWarps>, true>(p, maps, stream)
+                 : launch_fast_instance<WithColumnTiles<T, 2>, true>(p, maps, stream);
+    }
   }
   return p.query_start_loc != nullptr || p.sliding_window != 0 ? launch_fast_instance<T, true>(p, maps, stream)
                                                                : launch_fast_instance<T, false>(p, maps, stream);
@@ -112,7 +116,7 @@ Status launch_fast_decode_dim(const DecodeParams& p, const FastTensorMaps& maps,
 }
 
 template <int D, bool kTensorCopyInstances>
-int fast_decode_occupancy_dim(const core::Format& f, int column_tiles) {
+int fast_decode_occupancy_dim(const core::Format& f, int column_tiles, int warps) {
   int blocks = 0;
   (void)dispatch_fast<D, kTensorCopyInstances>(f, kTensorCopyInstances, "fast decode", [&](auto traits) {
     using T = decltype(traits);
@@ -124,7 +128,8 @@ int fast_decode_occupancy_dim(const core::Format& f, int column_tiles) {
     }
     if constexpr (fast_has_two_column_tiles(D)) {
       if (column_tiles == 2) {
-        blocks = fast_occupancy<WithColumnTiles<T, 2>>();
+        blocks = warps == kFastDeepWarps ? fast_occupancy<WithColumnTiles<T, 2, kFastDeepWarps>>()
+                                         : fast_occupancy<WithColumnTiles<T, 2>>();
         return Status();
       }
     }

@@ -42,27 +42,34 @@ __device__ __forceinline__ int aos_slot_in_stage(const core::BlockLayout& l, int
   return r * T::kRowBytes + (aos_slot_offset(l, kv_head, r) & 15);
 }
 
-// The next tile a warp issues (tiles kWarpStep tokens apart): its page of the
+// The next tile a warp issues (tiles `step` tokens apart): its page of the
 // block table, its first slot in that block and the block's id.
 struct FastTileCursor {
   const std::int32_t* block_row;
   int block_size;
   int my_tiles;
+  int step_pages, step_slots;  // step / block_size, step % block_size
   int page = 0, slot = 0, block = 0;
   int issued = 0;
 
-  __device__ __forceinline__ FastTileCursor(const std::int32_t* row, int block_size_, int first_token, int my_tiles_)
-      : block_row(row), block_size(block_size_), my_tiles(my_tiles_) {
+  __device__ __forceinline__ FastTileCursor(const std::int32_t* row, int block_size_, int first_token, int step,
+                                            int my_tiles_)
+      : block_row(row), block_size(block_size_), my_tiles(my_tiles_), step_pages(step / block_size_),
+        step_slots(step % block_size_) {
     if (my_tiles > 0) {
       page = first_token / block_size;
       slot = first_token % block_size;
       block = block_row[page];
     }
   }
-  __device__ __forceinline__ void advance(int step) {
+  // Constant time: a loop over the blocks a step skips (8 to 12 iterations a
+  // tile at block size 16) took 12% of the two-tile kernel's stall samples
+  // (PERFORMANCE.md round 17).
+  __device__ __forceinline__ void advance() {
     ++issued;
-    slot += step;
-    while (slot >= block_size) {
+    page += step_pages;
+    slot += step_slots;
+    if (slot >= block_size) {
       slot -= block_size;
       ++page;
     }
@@ -96,7 +103,7 @@ class FastTileLoader {
   // number of tiles this warp issues.
   __device__ __forceinline__ FastTileLoader(const DecodeParams& p, const std::int32_t* block_row,
                                             core::TokenRange range, int kv_head, int warp, int lane, int my_tiles)
-      : p_(p), cursor_(block_row, p.layout.block_size, range.begin + warp * T::kTile, my_tiles), lane_(lane) {
+      : p_(p), cursor_(block_row, p.layout.block_size, range.begin + warp * T::kTile, kWarpStep, my_tiles), lane_(lane) {
     const core::BlockLayout l = T::layout(p.layout);
     block_bytes_ = l.block_bytes();  // core's block_base(b) = b * block_bytes(), hoisted out of the issue loop
     record_stride_ = static_cast<int>(l.token_stride());  // between slots of one head
@@ -162,7 +169,7 @@ class FastTileLoader {
         cp_async<16>(dst + meta_dst_, block + meta_src_ + 2 * cursor_.slot /* SoA: meta_token_stride() */);
       }
     }
-    cursor_.advance(kWarpStep);
+    cursor_.advance();
   }
   __device__ __forceinline__ void commit() { cp_async_commit(); }
   // The oldest issued tile has landed (kStages - 2 younger ones may be in flight).
@@ -199,7 +206,7 @@ class FastTensorLoader {
   __device__ __forceinline__ FastTensorLoader(const DecodeParams& p, const FastTensorMaps* maps,
                                               const std::int32_t* block_row, core::TokenRange range, int kv_head,
                                               int warp, int lane, int my_tiles, std::uint64_t* bars)
-      : maps_(maps), cursor_(block_row, p.layout.block_size, range.begin + warp * T::kTile, my_tiles),
+      : maps_(maps), cursor_(block_row, p.layout.block_size, range.begin + warp * T::kTile, kWarpStep, my_tiles),
         bars_(bars), leader_(lane == 0) {
     const core::BlockLayout l = T::layout(p.layout);
     box_x_ = static_cast<int>(l.head_key_offset(kv_head)) & ~15;  // SoA: already a multiple of 16
@@ -221,7 +228,7 @@ class FastTensorLoader {
         tensor_copy_3d(dst + T::kTile * T::kRowBytes, &maps_->meta, 2 * cursor_.slot, meta_row_, cursor_.block, bar);
       }
     }
-    cursor_.advance(kWarpStep);
+    cursor_.advance();
   }
   __device__ __forceinline__ void commit() {}
   __device__ __forceinline__ void wait() {

@@ -222,13 +222,15 @@ __device__ __forceinline__ void fast_tile(FastWarpState<T> (&w)[T::kColumnTiles]
     }
   }
   std::uint32_t pb0[NT], pb1[NT];
+  // Multi-token rows and windows: tokens a column does not attend to weigh
+  // nothing for it (every column tile drops the same metadata). Whether the
+  // tile needs masks is the block's question (the range all its columns
+  // attend to), asked once.
+  bool masked = false;
+  if constexpr (kRows) masked = in.mask[0].needed(tok0, T::kTile);
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
-    // Multi-token rows and windows: tokens a column does not attend to weigh
-    // nothing for it (every column tile drops the same metadata).
-    if constexpr (kRows) {
-      if (in.mask[n].needed(tok0, T::kTile)) in.mask[n].apply(tok0 + g, s[n], scale0, zero0, scale1, zero1);
-    }
+    if (masked) in.mask[n].apply(tok0 + g, s[n], scale0, zero0, scale1, zero1);
     fast_softmax_step<T>(w[n], s[n], zero0, zero1);
   }
   // O^T += V^T (P^T * scale). B: tokens 2c, 2c+1 | 8+2c, 9+2c (k) x column g (n).

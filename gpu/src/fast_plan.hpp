@@ -42,6 +42,27 @@ TQ_HD constexpr int plan_nonempty(bool tile_aligned, int seq_len, int splits) {
   return n < splits ? n : splits;
 }
 
+// Warps of a fast block (FastTraits::kWarps). The 4-bit pair table (32 KB
+// with 32 copies) is shared by eight warps; the 3-bit table (8 KB) and FP8
+// keys do better with blocks of four.
+TQ_HD constexpr int fast_format_warps(int key_bits) { return key_bits == 4 ? 8 : 4; }
+// Two column tiles over long splits: twelve warps of at most 168 registers in
+// one block per SM (kFastDeepWarps, DecodeParams::fast_warps). In blocks of
+// the format's warps (one 8-warp block per SM at 205 registers for 4-bit keys)
+// the two-tile loop stalled on its own dependencies: 48% issue-active,
+// against 67% for the single-token kernel at 16 warps per SM. Twelve warps ran
+// 16 x 32768 q_len 4 and 8 in 0.77-0.88x the time, every format, but short
+// splits in 1.03-1.09x (1 x 4096 q_len 4 and 8: splits of 256 and 512
+// tokens); 1 x 4096 q_len 16, splits of 1024 tokens, 0.985x
+// (docs/PERFORMANCE.md round 17; sixteen warps spill in the loop).
+inline constexpr int kFastDeepWarps = 12;
+inline constexpr int kFastDeepMinSplitTokens = 1024;
+TQ_HD constexpr bool fast_deep_pays_off(std::int64_t max_seq_tokens, std::int64_t splits) {
+  return max_seq_tokens / (splits > 1 ? splits : 1) >= kFastDeepMinSplitTokens;
+}
+static_assert(fast_deep_pays_off(32768, 1) && fast_deep_pays_off(4096, 4) && fast_deep_pays_off(8192, 2) &&
+              !fast_deep_pays_off(4096, 16) && !fast_deep_pays_off(4096, 8) && !fast_deep_pays_off(512, 1));
+
 // Multi-token rows (query_rows.cuh's FastRows): a block takes several rows of
 // one sequence as its mma columns, 8 per column tile.
 //

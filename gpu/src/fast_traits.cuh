@@ -6,6 +6,7 @@
 // permutation of dims over lanes.
 #pragma once
 
+#include "fast_plan.hpp"
 #include "tensor_box.hpp"
 #include "params.hpp"
 #include "turboquant/core/block_layout.hpp"
@@ -19,8 +20,9 @@ constexpr int log2_int(int a) { return a <= 1 ? 0 : 1 + log2_int(a / 2); }
 // rows as the cp.async loader's. NT: column tiles, the mma n-tiles of 8 columns
 // a warp computes from each dequantized fragment (fast_plan.hpp's
 // fast_column_tiles: 2 for multi-token rows with more than 8 columns).
-// W: warps per block (0: the format's, 8 for 4-bit keys, 4 otherwise; the
-// wide multi-token kernel, wide_decode.cuh, takes 4 for every format).
+// W: warps per block (0: the format's, fast_format_warps in fast_plan.hpp;
+// two column tiles over long splits take kFastDeepWarps, the wide
+// multi-token kernel, wide_decode.cuh, kWideWarps).
 template <int D, int KB, int VB, core::LayoutKind L = core::LayoutKind::kSoA,
           core::Fp8Format F8 = core::Fp8Format::kE4m3, bool TC = false, int NT = 1, int W = 0>
 struct FastTraits {
@@ -31,13 +33,11 @@ struct FastTraits {
   static constexpr core::Fp8Format kFp8Format = F8;
   static constexpr bool kAos = L == core::LayoutKind::kAoS;
   static constexpr bool kTensorCopy = TC;
-  // The 4-bit pair table (32 KB with 32 copies) is shared by eight warps; the
-  // 3-bit table (8 KB) and FP8 keys do better with blocks of four.
-  static constexpr int kWarps = W != 0 ? W : (KB == 4 ? 8 : 4);
+  static constexpr int kWarps = W != 0 ? W : fast_format_warps(KB);
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kColumnTiles = NT;
   // 16 (8) warps per SM; half as many with two column tiles (their O^T
-  // fragments take twice the registers).
+  // fragments take twice the registers), or one block of kFastDeepWarps.
   static constexpr int kMinBlocks = max_int((D <= 128 ? 16 : 8) / kWarps / NT, 1);
   static constexpr int kStages = 3;
   static constexpr int kHeads = kFastHeadsPerBlock;  // mma N: the columns of one column tile
@@ -136,10 +136,10 @@ struct FastTraits {
   static_assert(!kValueWordsInterleaved || kValueChunk % 4 == 0, "interleaved value words");
 };
 
-// T with NT column tiles.
-template <class T, int NT>
+// T with NT column tiles (and W warps per block, 0: the format's).
+template <class T, int NT, int W = 0>
 using WithColumnTiles =
-    FastTraits<T::kDim, T::kKeyBits, T::kValueBits, T::kLayout, T::kFp8Format, T::kTensorCopy, NT>;
+    FastTraits<T::kDim, T::kKeyBits, T::kValueBits, T::kLayout, T::kFp8Format, T::kTensorCopy, NT, W>;
 // T's format with the cp.async loader, one column tile and W warps.
 template <class T, int W>
 using WithWarps = FastTraits<T::kDim, T::kKeyBits, T::kValueBits, T::kLayout, T::kFp8Format, false, 1, W>;

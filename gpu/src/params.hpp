@@ -65,6 +65,7 @@ struct DecodeParams {
   int sliding_window = 0;                          // 0: unlimited
   int fast_rows_per_block = 1;  // fast mode: query rows of one block (fast_rows_per_block(), query_rows.cuh)
   int fast_column_tiles = 1;    // fast mode: mma n-tiles of 8 columns per block (fast_column_tiles(), fast_plan.hpp)
+  int fast_warps = 0;           // fast mode, two column tiles: kFastDeepWarps per block, or 0: the format's (fast_plan.hpp)
 
   // Where every kernel and the merge find a partial: accumulators of head_dim
   // floats, num_splits per row.

@@ -18,6 +18,13 @@
 #include "fast_plan.hpp"
 #include "gpu_test_support.hpp"
 
+namespace turboquant::cuda::detail {
+// gpu/src/launch.hpp (internal; it includes a generated header): the current
+// device's multiprocessors and resident fast blocks per SM of an instance.
+int device_sm_count();
+int fast_decode_occupancy(const core::Format& f, bool tensor_copy, int column_tiles, int warps);
+}  // namespace turboquant::cuda::detail
+
 namespace turboquant {
 namespace {
 
@@ -174,6 +181,39 @@ TEST(GpuMultiToken, TwoColumnTilesWithRowsAcrossTheTileBoundary) {
     const MultiProblem m = make_multi_problem(spec);
     ASSERT_EQ(column_tiles_of(m), 2);
     expect_both_modes(m, 32);
+  }
+}
+
+// Two column tiles in twelve-warp blocks (kFastDeepWarps): 32 KV heads and 4
+// sequences of 2 to 4 rows (13 rows x GQA 4: two column tiles) are 128 units,
+// a wave of the twelve-warp blocks on a device of up to 255 SMs, so the plan
+// cuts no split and the longest sequence (1500 tokens) is one split: long
+// enough (fast_deep_pays_off). Both layouts, a window and sinks.
+TEST(GpuMultiToken, TwoColumnTilesInTwelveWarpBlocks) {
+  TQ_REQUIRE_DEVICE();
+  for (const LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
+    for (int window : {0, 300}) {
+      testing::MultiSpec spec;
+      spec.base.format = preset_format(Preset::k4BitNc, 128, layout);
+      spec.base.num_kv_heads = 32;
+      spec.base.group = 4;
+      spec.base.block_size = 16;
+      spec.base.seq_lens = {1100, 1500, 700, 1030};
+      spec.base.seed = 61 + window;
+      spec.q_lens = {4, 4, 3, 2};
+      spec.window = window;
+      spec.sinks = testing::sink_values(spec.base.num_kv_heads * spec.base.group, 5);
+      SCOPED_TRACE(spec.name());
+      const MultiProblem m = make_multi_problem(spec);
+      ASSERT_EQ(column_tiles_of(m), 2);
+      const std::int64_t units = (m.rows + 3) / 4 * spec.base.num_kv_heads;  // 4 rows per block
+      const std::int64_t resident = std::int64_t{cuda::detail::device_sm_count()} *
+                                    cuda::detail::fast_decode_occupancy(spec.base.format, false, 2,
+                                                                        cuda::detail::kFastDeepWarps);
+      ASSERT_GT(resident, 0);
+      ASSERT_TRUE(cuda::detail::fast_deep_pays_off(1504, std::max<std::int64_t>(resident / units, 1)));
+      expect_both_modes(m, 32);
+    }
   }
 }
 

@@ -43,7 +43,8 @@ __device__ __forceinline__ int aos_slot_in_stage(const core::BlockLayout& l, int
 }
 
 // The next tile a warp issues (tiles `step` tokens apart): its page of the
-// block table, its first slot in that block and the block's id.
+// block table, its first slot in that block and the block's id (host and
+// device: tests/gpu/test_fast_cursor.cu checks it on the host).
 struct FastTileCursor {
   const std::int32_t* block_row;
   int block_size;
@@ -52,8 +53,7 @@ struct FastTileCursor {
   int page = 0, slot = 0, block = 0;
   int issued = 0;
 
-  __device__ __forceinline__ FastTileCursor(const std::int32_t* row, int block_size_, int first_token, int step,
-                                            int my_tiles_)
+  TQ_HD FastTileCursor(const std::int32_t* row, int block_size_, int first_token, int step, int my_tiles_)
       : block_row(row), block_size(block_size_), my_tiles(my_tiles_), step_pages(step / block_size_),
         step_slots(step % block_size_) {
     if (my_tiles > 0) {
@@ -65,7 +65,7 @@ struct FastTileCursor {
   // Constant time: a loop over the blocks a step skips (8 to 12 iterations a
   // tile at block size 16) took 12% of the two-tile kernel's stall samples
   // (PERFORMANCE.md round 17).
-  __device__ __forceinline__ void advance() {
+  TQ_HD void advance() {
     ++issued;
     page += step_pages;
     slot += step_slots;

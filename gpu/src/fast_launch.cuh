@@ -45,6 +45,13 @@ int wide_occupancy() {
   return cached_occupancy(attr_cache, blocks_cache, wide_decode_kernel<W>, 32 * kWideWarps, WideSmem<W>::kBytes);
 }
 
+// f(traits) of the two-column-tile instance of T's format for `warps` per
+// block (DecodeParams::fast_warps: kFastDeepWarps, or 0: the format's).
+template <class T, class F>
+decltype(auto) with_two_tile_instance(int warps, F&& f) {
+  return warps == kFastDeepWarps ? f(WithColumnTiles<T, 2, kFastDeepWarps>{}) : f(WithColumnTiles<T, 2>{});
+}
+
 // Multi-token rows and windows take the kRows instance (sinks only change the
 // merge), with p.fast_column_tiles column tiles (fast_plan.hpp); eight take
 // the wide kernel.
@@ -55,9 +62,8 @@ cudaError_t launch_fast(const DecodeParams& p, const FastTensorMaps& maps, cudaS
   }
   if constexpr (fast_has_two_column_tiles(T::kDim)) {
     if (p.fast_column_tiles == 2) {
-      return p.fast_warps == kFastDeepWarps
-                 ? launch_fast_instance<WithColumnTiles<T, 2, kFastDeepWarps>, true>(p, maps, stream)
-                 : launch_fast_instance<WithColumnTiles<T, 2>, true>(p, maps, stream);
+      return with_two_tile_instance<T>(
+          p.fast_warps, [&](auto two) { return launch_fast_instance<decltype(two), true>(p, maps, stream); });
     }
   }
   return p.query_start_loc != nullptr || p.sliding_window != 0 ? launch_fast_instance<T, true>(p, maps, stream)
@@ -128,8 +134,7 @@ int fast_decode_occupancy_dim(const core::Format& f, int column_tiles, int warps
     }
     if constexpr (fast_has_two_column_tiles(D)) {
       if (column_tiles == 2) {
-        blocks = warps == kFastDeepWarps ? fast_occupancy<WithColumnTiles<T, 2, kFastDeepWarps>>()
-                                         : fast_occupancy<WithColumnTiles<T, 2>>();
+        blocks = with_two_tile_instance<T>(warps, [](auto two) { return fast_occupancy<decltype(two)>(); });
         return Status();
       }
     }

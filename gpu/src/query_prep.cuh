@@ -147,7 +147,7 @@ __device__ void prepare_query_rows(const DecodeParams& p, int rows, RowOf row_of
       const int j = lane + 32 * t;
       x[t] = r < rows && j < D ? q[r * D + j] : 0.0f;
     }
-    if (rotate) {
+    if (rotate) {  // Lloyd-Max keys: core's format check gives them a power-of-two head_dim
       if constexpr ((D & (D - 1)) == 0) {
         warp_fwht<D>(x, lane);
         constexpr float kNorm = core::inv_sqrt_pow2(D);

@@ -206,12 +206,14 @@ TEST(GpuMultiToken, TwoColumnTilesInTwelveWarpBlocks) {
       SCOPED_TRACE(spec.name());
       const MultiProblem m = make_multi_problem(spec);
       ASSERT_EQ(column_tiles_of(m), 2);
-      const std::int64_t units = (m.rows + 3) / 4 * spec.base.num_kv_heads;  // 4 rows per block
+      const int rows_per_block = cuda::detail::fast_rows_per_block(true, spec.base.group, 2);
+      const std::int64_t units = (m.rows + rows_per_block - 1) / rows_per_block * spec.base.num_kv_heads;
       const std::int64_t resident = std::int64_t{cuda::detail::device_sm_count()} *
                                     cuda::detail::fast_decode_occupancy(spec.base.format, false, 2,
                                                                         cuda::detail::kFastDeepWarps);
       ASSERT_GT(resident, 0);
-      ASSERT_TRUE(cuda::detail::fast_deep_pays_off(1504, std::max<std::int64_t>(resident / units, 1)));
+      const std::int64_t max_seq_tokens = std::int64_t{m.p.max_blocks} * spec.base.block_size;  // 1504
+      ASSERT_TRUE(cuda::detail::fast_deep_pays_off(max_seq_tokens, std::max<std::int64_t>(resident / units, 1)));
       expect_both_modes(m, 32);
     }
   }

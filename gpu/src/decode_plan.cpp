@@ -238,6 +238,7 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
 
   DecodeParams& p = out->params;
   p.layout = l;
+  p.block_size_div = FastDivisor(static_cast<std::uint32_t>(l.block_size));
   p.cache = cache.data;
   p.num_blocks = cache.num_blocks;
   // Tiles by tensor copies where the format and strides allow (tensor_box.hpp).

@@ -126,6 +126,23 @@ template <class T>
 __device__ __forceinline__ void fast_softmax_step(FastWarpState<T>& w, float (&s)[4], float zero0, float zero1) {
   float mx0 = fmaxf(s[0], s[2]);
   float mx1 = fmaxf(s[1], s[3]);
+  // Past a split's first tiles a tile seldom raises a column's running max:
+  // when no lane's scores do, the reference stays, alpha is 1 and the
+  // reduction over the column's 8 lanes (three shuffle levels per column
+  // pair) is skipped. The same numbers as the full step (exp2(0) = 1).
+  if (__all_sync(0xffffffffu, mx0 <= w.m0 && mx1 <= w.m1)) {
+    const float ref0 = core::softmax_reference(w.m0);
+    const float ref1 = core::softmax_reference(w.m1);
+    s[0] = fast_exp2(s[0] - ref0);
+    s[1] = fast_exp2(s[1] - ref1);
+    s[2] = fast_exp2(s[2] - ref0);
+    s[3] = fast_exp2(s[3] - ref1);
+    w.l0 += s[0] + s[2];
+    w.l1 += s[1] + s[3];
+    w.z0 += s[0] * zero0 + s[2] * zero1;
+    w.z1 += s[1] * zero0 + s[3] * zero1;
+    return;
+  }
 #pragma unroll
   for (int x = 4; x <= 16; x <<= 1) {
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));

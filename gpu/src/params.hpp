@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "fast_divisor.hpp"
 #include "turboquant/core/block_layout.hpp"
 #include "turboquant/core/bucket_grid.hpp"
 #include "turboquant/core/codebook.hpp"
@@ -21,6 +22,7 @@ inline constexpr int kFastHeadsPerBlock = 8;  // the fast kernel's mma N dimensi
 
 struct DecodeParams {
   core::BlockLayout layout;
+  FastDivisor block_size_div;  // layout.block_size: a token's page of the block table (strict kernels)
   const std::uint8_t* cache = nullptr;
   std::int64_t num_blocks = 0;
   const void* query = nullptr;  // [batch, num_q_heads, D] of query_dtype

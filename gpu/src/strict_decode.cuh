@@ -6,9 +6,10 @@
 // tiles of kTileTokens = 16 tokens from the split start, each tile:
 //   staging   the warp copies the 16 records into its own shared-memory rows
 //             (cp.async of 16/8/4 bytes, whatever the cache alignment allows;
-//             2-byte copies otherwise; AoS slots of 4k + 2 bytes: the 16-byte
-//             chunks that hold them in a 16-byte aligned cache, else their
-//             whole words and the other 2 bytes with the metadata), double-buffered:
+//             2-byte copies otherwise; AoS slots that are not 16-byte
+//             multiples: the 16-byte chunks that hold them in a 16-byte
+//             aligned cache, else (4k + 2 bytes) their whole words and the
+//             other 2 bytes with the metadata), double-buffered:
 //             tile i + 1 is in flight while tile i is computed; lanes 0..15
 //             read the token's fp16 metadata (core::read_meta,
 //             core::read_key_norm) one tile ahead, and the block ids two
@@ -125,9 +126,8 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
     __syncwarp();  // the previous tile's readers of ws (meta, the other buffer) are done
     if (next < range.end) src.stage(ws.raw[buf ^ 1], rec_next, min(kT, range.end - next));
     cp_async_commit();
-    if (tg == 0 && tl < n) {
-      ws.meta[tl] = meta_now;
-      if constexpr (Record::kShiftedRows) src.place_piece(ws.raw[buf][tl], meta_now);  // bytes beside the copy
+    if (tg == 0) {  // rows past the tile's end get zero metadata (shift 0: row_shift_bytes)
+      src.stage_meta(ws.meta[tl], ws.raw[buf][tl], tl < n ? meta_now : make_float4(0.0f, 0.0f, 0.0f, 0.0f));
     }
     cp_async_wait<1>();  // this tile's records have landed
     __syncwarp();
@@ -137,8 +137,7 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
     __syncwarp();
 
     const float alpha = strict_softmax_tile<H>(ws.scores, ws.probs, n, lane, state);
-    strict_tile_values<VB, E, H, Shared::kRow, Record::kShiftedRows>(acc, alpha, raw, ws.meta, ws.probs, n,
-                                                                     Record::kValueOffset * 8 + VB * E * lane);
+    strict_tile_values<E, H, Record>(acc, alpha, raw, ws.meta, ws.probs, n, Record::kValueOffset * 8 + VB * E * lane);
   }
   strict_write_partial<D, H, E>(p, blk, split, acc, E * lane, state, true, lane);
 }

@@ -12,42 +12,64 @@
 
 namespace turboquant::cuda::detail {
 
-// Key element d of a staged row as the scores use it: its centroid (Lloyd-Max
-// codes; the rotated basis) or its FP8 value. kShifted: the row is shifted by
-// shift_bits (row_shift_bits); otherwise shift_bits is ignored.
-template <int KB, core::Fp8Format F8, bool kShifted>
-__device__ __forceinline__ float strict_key(const std::uint32_t* row, int d, const float* centroids, int shift_bits) {
-  if constexpr (KB == 8) {
-    const int b = kShifted ? d + shift_bits / 8 : d;
-    const std::uint32_t byte = (row[b >> 2] >> (8 * (b & 3))) & 0xffu;
-    if constexpr (F8 == core::Fp8Format::kE4b15) {
-      // e4b15 -> fp16 is a shift (core::fp8_e4b15_to_fp16_bits), fp16 -> fp32 exact.
-      return __half2float(__ushort_as_half(core::fp8_e4b15_to_fp16_bits(static_cast<std::uint8_t>(byte))));
+// The key elements of dot16 lane j in one staged row, d = j + 16 k for k = 0,
+// 1, ...: their centroids (Lloyd-Max codes; the rotated basis) or FP8 values.
+// Element d's field starts at bit KB d + shift_bits of the row (shift_bits:
+// row_shift_bits for shifted rows, else 0). A k-step moves it by 16 KB bits: a
+// whole number of words for 4- and 8-bit keys, so the word and the bit within
+// it are fixed per (row, lane) and set up once here, leaving one load at a
+// constant offset per element; 3-bit fields move by 48 bits, which is whole
+// words (3) every two steps, so even and odd steps get a base each.
+template <int KB, core::Fp8Format F8>
+struct StrictKeyLane {
+  static constexpr int kStepBits = 16 * KB;
+  const std::uint32_t* even;  // the word holding step 0's field (3-bit: step 2m's is even[3m])
+  const std::uint32_t* odd;   // 3-bit: the word holding step 1's field (step 2m + 1's is odd[3m])
+  int even_bit;               // the field's first bit within its word (4-bit: a rotation, below)
+  int odd_bit;
+
+  __device__ __forceinline__ StrictKeyLane(const std::uint32_t* row, int j, int shift_bits) {
+    const int b0 = KB * j + shift_bits;
+    even = row + (b0 >> 5);
+    if constexpr (KB == 4) {
+      // Rotated right by this the code lands at bits 2..5, already times 4: one
+      // funnel shift and one mask form the byte offset of its centroid.
+      even_bit = (b0 + 30) & 31;
     } else {
-      // e4m3 -> fp16 -> fp32 is exact, so this equals core::fp8_e4m3_to_float for
-      // every non-NaN byte; a NaN key only feeds fma_rn, whose NaN result is
-      // the canonical NaN either way.
-      return unpack_half2(e4m3x2_to_half2(byte)).x;
+      even_bit = b0 & 31;
     }
-  } else if constexpr (KB == 4) {
-    // Code (d & 7) of word d >> 3, rotated right by 4 (d & 7) - 2 so that it lands
-    // at bits 2..5 already times 4: one funnel shift and one mask form the byte
-    // offset of its centroid. (Shifted rows: the same at bit 4 d + shift_bits,
-    // which keeps codes inside words.)
-    std::uint32_t offset;
-    if constexpr (kShifted) {
-      const int pos = 4 * d + shift_bits;
-      const std::uint32_t w = row[pos >> 5];
-      offset = __funnelshift_r(w, w, (pos + 30) & 31) & 0x3cu;
-    } else {
-      const std::uint32_t w = row[d >> 3];
-      offset = __funnelshift_r(w, w, (4 * (d & 7) + 30) & 31) & 0x3cu;
+    if constexpr (KB == 3) {
+      const int b1 = b0 + kStepBits;
+      odd = row + (b1 >> 5);
+      odd_bit = b1 & 31;
     }
-    return *reinterpret_cast<const float*>(reinterpret_cast<const std::uint8_t*>(centroids) + offset);
-  } else {
-    return centroids[row_bits<3>(row, kShifted ? 3 * d + shift_bits : 3 * d) & 7u];
   }
-}
+
+  // Element j + 16 k (k a compile-time constant after unrolling).
+  __device__ __forceinline__ float key(int k, const float* centroids) const {
+    if constexpr (KB == 8) {
+      const std::uint32_t byte = (even[4 * k] >> even_bit) & 0xffu;
+      if constexpr (F8 == core::Fp8Format::kE4b15) {
+        // e4b15 -> fp16 is a shift (core::fp8_e4b15_to_fp16_bits), fp16 -> fp32 exact.
+        return __half2float(__ushort_as_half(core::fp8_e4b15_to_fp16_bits(static_cast<std::uint8_t>(byte))));
+      } else {
+        // e4m3 -> fp16 -> fp32 is exact, so this equals core::fp8_e4m3_to_float for
+        // every non-NaN byte; a NaN key only feeds fma_rn, whose NaN result is
+        // the canonical NaN either way.
+        return unpack_half2(e4m3x2_to_half2(byte)).x;
+      }
+    } else if constexpr (KB == 4) {
+      const std::uint32_t w = even[2 * k];
+      const std::uint32_t offset = __funnelshift_r(w, w, even_bit) & 0x3cu;
+      return *reinterpret_cast<const float*>(reinterpret_cast<const std::uint8_t*>(centroids) + offset);
+    } else {
+      static_assert(KB == 3, "Lloyd-Max keys of 3 or 4 bits, or FP8");
+      const std::uint32_t* w = (k % 2 == 0 ? even : odd) + 3 * (k / 2);
+      const int bit = k % 2 == 0 ? even_bit : odd_bit;
+      return centroids[__funnelshift_r(w[0], w[1], bit) & 7u];
+    }
+  }
+};
 
 // One level of the dot16 tree over the 16 lanes of a half warp (xor `mask`).
 // N >= 2: reduce-scatter (each lane keeps half of its N values); N == 1: both
@@ -146,11 +168,11 @@ __device__ __forceinline__ void strict_tile_scores(const std::uint32_t (*raw)[Re
   for (int i = 0; i < (kMayCorrect ? 8 : 1); ++i) cc[i] = 0.0f;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    const std::uint32_t* row = raw[2 * i + tg];
-    const int shift = kShifted ? row_shift_bits(meta[2 * i + tg]) : 0;
+    const StrictKeyLane<KB, Rec::kFormat.fp8_format> keys(raw[2 * i + tg], j,
+                                                          kShifted ? row_shift_bits(meta[2 * i + tg]) : 0);
 #pragma unroll
     for (int k = 0; k < kSteps; ++k) {
-      const float key = strict_key<KB, Rec::kFormat.fp8_format, kShifted>(row, j + 16 * k, centroids, shift);
+      const float key = keys.key(k, centroids);
 #pragma unroll
       for (int g = 0; g < H; ++g) s[i * H + g] = core::fma_rn(qr[g][k], key, s[i * H + g]);
       if constexpr (kMayCorrect) cc[i] = core::fma_rn(key, key, cc[i]);
@@ -171,12 +193,14 @@ __device__ __forceinline__ void strict_tile_scores(const std::uint32_t (*raw)[Re
     }
   }
   if (slots.writer) {
+    // Every value this lane keeps belongs to one token, 2 (j >> 1) + tg
+    // (score_and_norm_trees_agree), so its norm is decoded once.
+    const int t = 2 * (j >> 1) + tg;
+    float norm = meta[t].z;
+    if constexpr (kMayCorrect) norm = core::decoded_key_norm(norm, cc[0], corrects);
 #pragma unroll
     for (int i = 0; i < TreeSlots<H>::kKeep; ++i) {
       const int v = slots.vbase + i;
-      const int t = 2 * (v / H) + tg;
-      float norm = meta[t].z;
-      if constexpr (kMayCorrect) norm = core::decoded_key_norm(norm, cc[0], corrects);
       scores[v % H][t] = core::key_score(f, s[i], norm);
     }
   }
@@ -218,10 +242,21 @@ __device__ __forceinline__ float strict_softmax_tile(const float (*scores)[core:
 // The value phase of one tile for E consecutive dims starting at first_dim and
 // all H heads: core::rescale by each head's alpha (held by lane g of the warp),
 // then core::accumulate token by token, the value from core::dequant_value.
-// The codes start at bit value_bit of a row (plus the row's shift, kShifted).
-template <int VB, int E, int H, int kRow, bool kShifted>
-__device__ __forceinline__ void strict_tile_values(float (&acc)[H][E], float alpha, const std::uint32_t (*raw)[kRow],
-                                                   const float4* meta, const float (*probs)[H], int n, int value_bit) {
+// The codes start at bit value_bit of a row (plus the row's shift, Rec's
+// kShiftedRows), value_bit = Rec::kValueOffset * 8 plus a multiple of VB * E.
+template <int E, int H, class Rec>
+__device__ __forceinline__ void strict_tile_values(float (&acc)[H][E], float alpha,
+                                                   const std::uint32_t (*raw)[Rec::kRow], const float4* meta,
+                                                   const float (*probs)[H], int n, int value_bit) {
+  constexpr int VB = Rec::kFormat.value_bits;
+  constexpr int kField = VB * E;
+  constexpr bool kShifted = Rec::kShiftedRows;
+  // A field of 8 or 16 bits that starts at a multiple of its size is whole
+  // bytes, and stays so in shifted rows (shifts are whole 16-bit units): 4-bit
+  // codes, 2 or 4 dims a lane, take one 1- or 2-byte load at the (shifted)
+  // byte address, no shift arithmetic. Other fields are cut from the words
+  // around them (row_bits).
+  constexpr bool kWholeBytes = (kField == 8 || kField == 16) && Rec::kValueOffset * 8 % kField == 0;
 #pragma unroll
   for (int g = 0; g < H; ++g) {
     const float a = __shfl_sync(0xffffffffu, alpha, g);
@@ -234,8 +269,14 @@ __device__ __forceinline__ void strict_tile_values(float (&acc)[H][E], float alp
     float pr[H];
 #pragma unroll
     for (int g = 0; g < H; ++g) pr[g] = probs[t][g];
-    const std::uint32_t bits = kShifted ? row_bits<VB * E, true>(raw[t], value_bit + row_shift_bits(m))
-                                        : row_bits<VB * E>(raw[t], value_bit);
+    std::uint32_t bits;
+    if constexpr (kWholeBytes) {
+      const std::uint8_t* field =
+          reinterpret_cast<const std::uint8_t*>(raw[t]) + (value_bit >> 3) + (kShifted ? row_shift_bytes(m) : 0);
+      bits = kField == 16 ? *reinterpret_cast<const std::uint16_t*>(field) : *field;
+    } else {
+      bits = row_bits<kField, kShifted>(raw[t], kShifted ? value_bit + row_shift_bits(m) : value_bit);
+    }
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       // float(code) formed exactly as (2^23 + code) - 2^23 (no quarter-rate I2F).

@@ -111,9 +111,9 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
     const int n_next = tile_tokens(next);
     if (n_next > 0) src.stage(sm.raw[buf ^ 1][warp], rec_next, n_next);
     cp_async_commit();
-    if (tg == 0 && tl < n_mine) {
-      sm.meta[buf][warp][tl] = meta_now;
-      if constexpr (Record::kShiftedRows) src.place_piece(sm.raw[buf][warp][tl], meta_now);  // bytes beside the copy
+    if (tg == 0) {  // rows past the tile's end get zero metadata (shift 0: row_shift_bytes)
+      src.stage_meta(sm.meta[buf][warp][tl], sm.raw[buf][warp][tl],
+                     tl < n_mine ? meta_now : make_float4(0.0f, 0.0f, 0.0f, 0.0f));
     }
     cp_async_wait<1>();  // this warp's tile of the group has landed
     __syncwarp();
@@ -129,8 +129,7 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
       const int n = tile_tokens(g0 + k * kT);
       if (n <= 0) break;
       const float alpha = strict_softmax_tile<H>(sm.scores[k], sm.probs[warp], n, lane, state);
-      strict_tile_values<VB, E, H, Shared::kRow, Record::kShiftedRows>(acc, alpha, sm.raw[buf][k], sm.meta[buf][k],
-                                                                       sm.probs[warp], n, value_bit);
+      strict_tile_values<E, H, Record>(acc, alpha, sm.raw[buf][k], sm.meta[buf][k], sm.probs[warp], n, value_bit);
       __syncwarp();  // probs[warp] is rewritten by the next tile
     }
   }

@@ -34,14 +34,17 @@ struct StrictRecord {
   static constexpr int kRecordBytes = kFormat.record_bytes();
   static_assert(kFormat.aos() || (kRecordBytes % 8 == 0 && kKeyBytes % 8 == 0),
                 "SoA head_dim 64/128/256 records are 8-byte multiples");
-  // AoS slots of 4k + 2 bytes (every Lloyd-Max preset) start at 2 mod 4 in every
-  // other slot. Their rows keep the alignment of the copies: row byte r holds
-  // record byte r - shift. A cache whose base and block bytes are 16-byte
-  // multiples (the usual case) is copied in the 16-byte chunks that hold each
-  // record, shift = the record's address mod 16, an even number up to 14
-  // (StrictTileSource::stage_chunks); any other in 4-byte words, shift = 0 or 2
-  // (stage_words). A row holds the most chunks a record can touch.
-  static constexpr bool kShiftedRows = kFormat.aos() && kRecordBytes % 4 == 2;
+  // AoS slots that are not 16-byte multiples (4k + 2 bytes for every
+  // Lloyd-Max preset, 4 mod 16 for k8v4) start at varying phases. Their rows
+  // keep the alignment of the copies: row byte r holds record byte r - shift.
+  // A cache whose base and block bytes are 16-byte multiples (the usual case)
+  // is copied in the 16-byte chunks that hold each record, shift = the
+  // record's address mod 16, an even number up to 14 (StrictTileSource::
+  // stage_chunks). Any other: slots of 4k + 2 bytes in 4-byte words, shift = 0
+  // or 2 (kWordPieces, stage_words), the others by the widest copy the
+  // alignment allows, shift 0. A row holds the most chunks a record can touch.
+  static constexpr bool kShiftedRows = kFormat.aos() && kRecordBytes % 16 != 0;
+  static constexpr bool kWordPieces = kShiftedRows && kRecordBytes % 4 == 2;
   static constexpr int kRowChunks = (kRecordBytes + 14 + 15) / 16;
   static constexpr int kRecordWords = kShiftedRows ? 4 * kRowChunks : (kRecordBytes + 3) / 4;
   // Row stride in words: a multiple of 4 (16-byte stores) and 4 mod 8, so the two
@@ -51,12 +54,13 @@ struct StrictRecord {
 };
 
 // Bit shift of a staged row (StrictRecord::kShiftedRows): record bit b is row bit
-// b + row_shift_bits. It travels in the token's metadata (.w, bits 1..3, the
-// shift in bytes; meta_of); the mask keeps rows past a tile's end (stale
-// metadata) inside their row.
-__device__ __forceinline__ int row_shift_bits(const float4& meta) {
-  return 8 * static_cast<int>(__float_as_uint(meta.w) & 14u);
-}
+// b + row_shift_bits. It travels in the token's staged metadata (.w: the shift
+// in bytes, an even number up to 14, nothing else; StrictTileSource::
+// stage_meta), so that it is one operand of the address arithmetic. Rows past
+// a tile's end are staged with zero metadata (their scores are computed and
+// never used): every row's shift stays inside it.
+__device__ __forceinline__ int row_shift_bytes(const float4& meta) { return static_cast<int>(__float_as_uint(meta.w)); }
+__device__ __forceinline__ int row_shift_bits(const float4& meta) { return 8 * row_shift_bytes(meta); }
 
 // The query heads of a block of either strict kernel: grid (splits, Hk x
 // chunks, batch), chunk `chunk` of H heads of KV head kv_head's group.
@@ -151,66 +155,72 @@ struct StrictTileSource {
     return l;
   }
   __device__ int token(int tile_start) const { return tile_start + (lane & 15); }
+  // Token t (>= 0) of the sequence: its page of the block table and its slot in
+  // that block, by the launch's FastDivisor (three divisions a tile were about
+  // 75 of the strict kernel's ~2,100 instructions per tile and warp).
+  __device__ int page_of(int t) const { return static_cast<int>(p.block_size_div.div(static_cast<std::uint32_t>(t))); }
+  __device__ int slot_of(int t) const { return t - page_of(t) * p.layout.block_size; }
   __device__ int block_of(int tile_start) const {
     const int t = token(tile_start);
-    return t < range.end ? block_row[t / p.layout.block_size] : 0;
+    return t < range.end ? block_row[page_of(t)] : 0;
   }
   __device__ const std::uint8_t* record_of(int tile_start, int blk) const {
     const int t = token(tile_start);
     if (t >= range.end) return nullptr;
     const core::BlockLayout& l = layout();
-    return p.cache + l.block_base(blk) + l.key_data_offset(t % l.block_size, kv_head);
+    return p.cache + l.block_base(blk) + l.key_data_offset(slot_of(t), kv_head);
   }
   // (value scale, value zero, stored key norm, w) of the lane's token; w is 0,
-  // or for shifted rows the row's shift in bytes (bits 1..3) and, when copied
-  // by words, bit 0 set and the 2 record bytes the words leave out (bits
-  // 16..31; place_piece).
+  // or for shifted rows the row's shift in bytes (bits 0..3) and, when copied
+  // by words, bit 4 set and the 2 record bytes the words leave out (bits
+  // 16..31; stage_meta).
   __device__ float4 meta_of(int tile_start, int blk) const {
     const int t = token(tile_start);
     if (lane >= 16 || t >= range.end) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     const core::BlockLayout& l = layout();
     const std::uint8_t* block = p.cache + l.block_base(blk);
-    const int slot = t % l.block_size;
+    const int slot = slot_of(t);
     float w = 0.0f;
     if constexpr (Rec::kShiftedRows) {
       const std::uint8_t* rec = block + l.key_data_offset(slot, kv_head);
       const auto address = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(rec));
       if (chunked) {
         w = __uint_as_float(address & 14u);
-      } else {
+      } else if constexpr (Rec::kWordPieces) {
         const std::uint32_t shift = address & 2u;
         const std::uint16_t piece = *reinterpret_cast<const std::uint16_t*>(rec + (shift ? 0 : Rec::kRecordBytes - 2));
-        w = __uint_as_float(shift | 1u | static_cast<std::uint32_t>(piece) << 16);
+        w = __uint_as_float(shift | 16u | static_cast<std::uint32_t>(piece) << 16);
       }
     }
     return make_float4(core::read_meta(l, block, slot, kv_head, core::MetaField::kValueScale),
                        core::read_meta(l, block, slot, kv_head, core::MetaField::kValueZero),
                        core::read_key_norm(l, block, slot, kv_head), w);
   }
-  // Shifted rows copied by words: writes the 2 bytes of meta_of's w into the
-  // row (the record's head at row bytes 2..3 when shift = 2, else its tail),
-  // where stage_words left them out; nothing for rows copied by chunks.
-  __device__ static void place_piece(std::uint32_t* row, const float4& meta) {
+  // Stages the lane's token (meta_of's value) beside its row: the metadata the
+  // tile phases read (.w reduced to the row's shift in bytes, row_shift_bytes)
+  // and, for shifted rows copied by words, the 2 bytes stage_words left out
+  // (the record's head at row bytes 2..3 when shift = 2, else its tail).
+  __device__ static void stage_meta(float4& staged, std::uint32_t* row, const float4& meta) {
     const std::uint32_t w = __float_as_uint(meta.w);
-    if ((w & 1u) == 0) return;
-    reinterpret_cast<std::uint16_t*>(row)[(w & 2u) ? 1 : (Rec::kRecordBytes - 2) / 2] = static_cast<std::uint16_t>(w >> 16);
+    staged = make_float4(meta.x, meta.y, meta.z, __uint_as_float(w & 14u));
+    if constexpr (Rec::kWordPieces) {
+      if (w & 16u) {
+        reinterpret_cast<std::uint16_t*>(row)[(w & 2u) ? 1 : (Rec::kRecordBytes - 2) / 2] = static_cast<std::uint16_t>(w >> 16);
+      }
+    }
   }
   // Copies the n records starting at rec (lane t's pointer) into rows.
   template <int W>
   __device__ void stage(std::uint32_t (*rows)[W], const std::uint8_t* rec, int n) const {
     if constexpr (Rec::kShiftedRows) {
-      if (chunked) {
-        stage_chunks(rows, rec, n);
-      } else {
-        stage_words(rows, rec, n);
-      }
-    } else {
-      switch (vec) {
-        case 16: stage_records<16>(rows, rec, n, lane, Rec::kRecordBytes); break;
-        case 8: stage_records<8>(rows, rec, n, lane, Rec::kRecordBytes); break;
-        case 4: stage_records<4>(rows, rec, n, lane, Rec::kRecordBytes); break;
-        default: stage_records<2>(rows, rec, n, lane, Rec::kRecordBytes); break;
-      }
+      if (chunked) return stage_chunks(rows, rec, n);
+      if constexpr (Rec::kWordPieces) return stage_words(rows, rec, n);
+    }
+    switch (vec) {
+      case 16: stage_records<16>(rows, rec, n, lane, Rec::kRecordBytes); break;
+      case 8: stage_records<8>(rows, rec, n, lane, Rec::kRecordBytes); break;
+      case 4: stage_records<4>(rows, rec, n, lane, Rec::kRecordBytes); break;
+      default: stage_records<2>(rows, rec, n, lane, Rec::kRecordBytes); break;
     }
   }
   // Shifted rows of a cache whose base and block bytes are 16-byte multiples:
@@ -232,7 +242,7 @@ struct StrictTileSource {
   // Shifted rows (records of 4k + 2 bytes at even addresses): the k whole
   // 4-byte words of each record by cp.async of 4 bytes, into the row words of
   // the same 4-byte alignment (a record at 2 mod 4 lands from row byte 2). The
-  // 2 bytes outside the words come with the metadata (place_piece): 16 copies
+  // 2 bytes outside the words come with the metadata (stage_meta): 16 copies
   // of 2 bytes here would each wait for their load.
   template <int W>
   __device__ void stage_words(std::uint32_t (*rows)[W], const std::uint8_t* rec, int n) const {

@@ -195,7 +195,7 @@ TEST_F(GpuDecode, AosLargeGridStrictBitExact) {
 // bytes then take the 2-byte copies; 4k + 2 slots swap their shifts).
 TEST_F(GpuDecode, AosCacheAtAnyEvenOffsetIsBitExact) {
   for (Preset preset : {Preset::k4BitNc, Preset::kK8V4, Preset::k3BitNc}) {
-    for (std::size_t offset : {2, 4, 8}) {
+    for (std::size_t offset : {2, 4, 8, 16}) {  // 16: chunked copies of a shifted base
       DecodeProblem p = make_problem(preset, DeviceDecode::kDims, 16, 2, 4, {45, 300}, 31 + unsigned(offset),
                                      LayoutKind::kAoS);
       const std::string what = describe(p) + " cache offset " + std::to_string(offset);

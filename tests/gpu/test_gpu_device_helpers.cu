@@ -1,7 +1,7 @@
 // Device-side unit tests of the warp-level helpers that claim the bits of a
 // core function: the encode group's dot16, FWHT and min/max scans
 // (group_contract.cuh), the strict kernels' dot16 tree (tree_level and
-// TreeSlots) and their staged key decode (strict_key). Each runs in a tiny
+// TreeSlots) and their staged key decode (StrictKeyLane). Each runs in a tiny
 // kernel on random inputs and is compared bit for bit with core on the host.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -182,34 +182,37 @@ TEST(GpuDeviceHelpers, StrictTreeMatchesReduceLanes16) {
   }
 }
 
-// strict_key on a staged row (the key bytes first, one word of slack), and on
-// a shifted row (AoS: the key bytes from row byte 2).
-template <int KB, int D, core::Fp8Format F8, bool kShifted>
+// StrictKeyLane on a staged row (the key bytes first, one word of slack), and
+// on shifted rows (AoS: the key bytes from row byte kShiftBytes, an even number
+// up to 14 as row_shift_bits gives): dot16 lane j reads dims j, j + 16, ...
+template <int KB, int D, core::Fp8Format F8, int kShiftBytes>
 __global__ void key_kernel(const std::uint32_t* row, const float* codebook, float* out) {
   __shared__ float centroids[core::kMaxCodebookSize];
   if (threadIdx.x < core::kMaxCodebookSize) centroids[threadIdx.x] = codebook[threadIdx.x];
   __syncthreads();
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    out[d] = strict_key<KB, F8, kShifted>(row, d, centroids, kShifted ? 16 : 0);
+  const int j = threadIdx.x & 15;
+  const StrictKeyLane<KB, F8> keys(row, j, 8 * kShiftBytes);
+#pragma unroll
+  for (int k = 0; k < D / 16; ++k) {
+    if (threadIdx.x < 16) out[j + 16 * k] = keys.key(k, centroids);
   }
 }
 
-template <int KB, int D, core::Fp8Format F8 = core::Fp8Format::kE4m3, bool kShifted = false>
+template <int KB, int D, core::Fp8Format F8 = core::Fp8Format::kE4m3, int kShiftBytes = 0>
 void check_key(std::uint32_t seed) {
   core::Format f = core::make_format(D, KB, 4);
   f.fp8_format = F8;
   std::mt19937 rng(seed);
   std::vector<std::uint8_t> bytes(f.key_data_bytes() + 8);
   for (auto& x : bytes) x = static_cast<std::uint8_t>(rng());
-  const std::size_t shift = kShifted ? 2 : 0;
-  std::vector<std::uint8_t> staged(bytes.size() + 4, 0xee);
-  std::memcpy(staged.data() + shift, bytes.data(), bytes.size());
+  std::vector<std::uint8_t> staged((bytes.size() + kShiftBytes + 4 + 3) / 4 * 4, 0xee);
+  std::memcpy(staged.data() + kShiftBytes, bytes.data(), bytes.size());
   std::vector<std::uint32_t> row(staged.size() / 4);
   std::memcpy(row.data(), staged.data(), row.size() * 4);
   std::vector<float> cb = random_floats(rng, core::kMaxCodebookSize);
   Dev<std::uint32_t> drow(row);
   Dev<float> dcb(cb), dout(D);
-  key_kernel<KB, D, F8, kShifted><<<1, 32>>>(drow.ptr, dcb.ptr, dout.ptr);
+  key_kernel<KB, D, F8, kShiftBytes><<<1, 32>>>(drow.ptr, dcb.ptr, dout.ptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<float> out = dout.get();
   for (int d = 0; d < D; ++d) {
@@ -217,7 +220,7 @@ void check_key(std::uint32_t seed) {
     if (ref != ref) {  // e4m3 NaN: any NaN (it only feeds fma_rn)
       EXPECT_NE(out[d], out[d]) << "KB=" << KB << " dim " << d;
     } else {
-      EXPECT_EQ(bits_of(out[d]), bits_of(ref)) << "KB=" << KB << " D=" << D << " shifted " << kShifted << " dim " << d;
+      EXPECT_EQ(bits_of(out[d]), bits_of(ref)) << "KB=" << KB << " D=" << D << " shift " << kShiftBytes << " dim " << d;
     }
   }
 }
@@ -235,10 +238,14 @@ TEST(GpuDeviceHelpers, StrictKeyMatchesCoreDecode) {
     check_key<4, 64>(seed);
     check_key<8, 64>(seed);
     check_key<8, 128, kE4b15>(seed);
-    check_key<3, 128, kE4m3, true>(seed);
-    check_key<4, 128, kE4m3, true>(seed);
-    check_key<4, 256, kE4m3, true>(seed);
-    check_key<8, 64, kE4b15, true>(seed);
+    check_key<3, 128, kE4m3, 2>(seed);
+    check_key<3, 128, kE4m3, 6>(seed);
+    check_key<3, 64, kE4m3, 14>(seed);
+    check_key<4, 128, kE4m3, 2>(seed);
+    check_key<4, 128, kE4m3, 12>(seed);
+    check_key<4, 256, kE4m3, 14>(seed);
+    check_key<8, 64, kE4b15, 2>(seed);
+    check_key<8, 128, kE4m3, 10>(seed);
   }
 }
 

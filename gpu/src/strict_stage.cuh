@@ -132,7 +132,7 @@ struct StrictTileSource {
   core::TokenRange range;
   int kv_head;
   int lane;
-  int vec;       // the widest copy the cache alignment allows: 16, 8, 4 or 2 bytes (unshifted rows)
+  int vec;       // the widest copy the alignment allows: 16, 8, 4 or 2 bytes (rows staged at shift 0)
   bool chunked;  // shifted rows by 16-byte chunks (StrictRecord), else by words
 
   __device__ StrictTileSource(const DecodeParams& params, int b, core::TokenRange r, int head, int lane_id)

@@ -1,6 +1,8 @@
 // bench_cpu: the CPU backend's numbers for issue 4 (docs/PERFORMANCE.md).
 // Shape: D 128, Hq 32, Hk 8, block 16, shuffled block table; decode B=1 x
-// 32768, B=4 x 8192, B=16 x 2048 tokens for every preset, 1 and 2 threads;
+// 32768, B=4 x 8192, B=16 x 2048 tokens for every preset, 1 and 2 threads,
+// and B=16 x 32768 (a 0.4-0.8 GB cache, beyond any last-level cache: the
+// rows where DRAM latency and the lines each layout touches show);
 // the scalar reference on the same shapes; encode of 4bit_nc. The SoA rows are
 // named as before; the same decodes and encodes on the AoS layout (issue 12)
 // are the rows starting "decode-aos/" and "encode-aos/". Every benchmark
@@ -219,7 +221,7 @@ void register_multi(const std::string& isa) {
 
 void register_all() {
   const std::string best = available_isas().back();
-  const std::vector<std::pair<int, int>> shapes = {{1, 32768}, {4, 8192}, {16, 2048}};
+  const std::vector<std::pair<int, int>> shapes = {{1, 32768}, {4, 8192}, {16, 2048}, {16, 32768}};
   constexpr LayoutKind kSoA = LayoutKind::kSoA;
   constexpr LayoutKind kAoS = LayoutKind::kAoS;
   for (LayoutKind layout : {kSoA, kAoS}) {

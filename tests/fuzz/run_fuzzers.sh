@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets with clang (ASan + UBSan, the whole library
 # instrumented for coverage) and runs each for SECONDS (default 60).
 #
-#   tests/fuzz/run_fuzzers.sh [SECONDS] [TARGET...]     targets: npy case_dir decode encode
+#   tests/fuzz/run_fuzzers.sh [SECONDS] [TARGET...]     targets: npy case_dir decode decode_rows encode
 #
 # The committed corpus (tests/fuzz/corpus/<target>) seeds each run; new inputs go
 # to $BUILD_DIR/fuzz-work/<target>/new, crashes to .../artifacts. MERGE=1 then
@@ -15,7 +15,7 @@ set -euo pipefail
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(npy case_dir decode encode)
+[ ${#targets[@]} -eq 0 ] && targets=(npy case_dir decode decode_rows encode)
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD_DIR:-$root/build-fuzz}
 jobs=${JOBS:-1}

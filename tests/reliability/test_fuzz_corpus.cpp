@@ -10,6 +10,7 @@
 
 #include "fuzz/fuzz_case_dir.hpp"
 #include "fuzz/fuzz_decode.hpp"
+#include "fuzz/fuzz_decode_rows.hpp"
 #include "fuzz/fuzz_encode.hpp"
 #include "fuzz/fuzz_npy.hpp"
 
@@ -43,6 +44,7 @@ void replay(const char* target, int (*run)(const std::uint8_t*, std::size_t)) {
 TEST(FuzzCorpus, Npy) { replay("npy", tq_fuzz::fuzz_npy); }
 TEST(FuzzCorpus, CaseDir) { replay("case_dir", tq_fuzz::fuzz_case_dir); }
 TEST(FuzzCorpus, Decode) { replay("decode", tq_fuzz::fuzz_decode); }
+TEST(FuzzCorpus, DecodeRows) { replay("decode_rows", tq_fuzz::fuzz_decode_rows); }
 TEST(FuzzCorpus, Encode) { replay("encode", tq_fuzz::fuzz_encode); }
 
 }  // namespace

@@ -1,0 +1,222 @@
+// Fuzz target: decode with multi-token rows (query_start_loc), attention sinks
+// and sliding windows (issue 13), over random cache bytes. The input draws a
+// layout, per-sequence q_len and seq_len, and then damages what it likes: a
+// query_start_loc that starts above 0, decreases, ends off num_query_rows or
+// gives q_len > seq_len or > kMaxQueryLen; non-finite or huge sinks; negative
+// or huge windows; buffers a few bytes short. Every buffer is exactly as long
+// as its `bytes` (fuzz_decode.hpp's Exact), so a validation gap is an ASan
+// report. Invariants:
+//   - validate_decode, decode_reference and decode_cpu return the same status
+//     code and a one-line message; nothing is written on error;
+//   - on success the CPU backend's bits equal the reference's on NaN-free rows
+//     (output and LSE);
+//   - the contract's definition of multi-token rows (docs/ARITHMETIC.md §7):
+//     the reference's multi-token decode equals, bit for bit, the same rows
+//     decoded as single-token sequences (block table row repeated, seq_len =
+//     the row's position + 1, the same window and sinks), NaN rows included.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "fuzz/fuzz_decode.hpp"
+
+namespace tq_fuzz {
+
+// The rows of one input beyond which it is not decoded (validation still runs).
+inline constexpr std::int64_t kMaxRowsWork = std::int64_t{1} << 18;  // attended tokens x q heads x dims
+
+// What one input damages (at most one thing, in half of the inputs).
+enum class Damage { kNone, kStart, kRows, kShortBuffer, kWindow, kSinks, kBlockId, kQLen };
+
+inline Damage fuzz_damage(Input& in) {
+  const std::uint8_t d = in.u8();
+  return d % 2 == 0 ? Damage::kNone : static_cast<Damage>(1 + (d >> 1) % 7);
+}
+
+inline int fuzz_decode_rows(const std::uint8_t* data, std::size_t size) {
+  using namespace turboquant;
+  Input in(data, size);
+  const std::uint8_t mode = in.u8();
+  const bool with_qsl = (mode & 0x01) == 0;  // else one row per sequence
+  const bool with_sinks = mode & 0x02;
+  const bool raw_query = (mode & 0x1c) == 0x1c;  // raw query bytes (NaN/Inf likely), check_finite off
+  const Damage damage = fuzz_damage(in);
+
+  BlockLayout l;
+  l.format = fuzz_format(in);
+  l.block_size = static_cast<int>(in.range(1, 40));
+  l.num_kv_heads = static_cast<int>(in.range(1, 3));
+  const bool layout_ok = validate_layout(l).ok();
+  const int group = static_cast<int>(in.range(1, 5));
+  const int dims = l.format.head_dim;
+
+  DecodeArgs a;
+  a.num_q_heads = layout_ok ? l.num_kv_heads * group : group;
+  a.batch = static_cast<int>(in.range(0, 4));
+  a.max_blocks_per_seq = static_cast<int>(in.range(1, 6));
+  static const int kSplits[] = {1, 2, 3, 7, 16, 32};
+  a.num_splits = in.pick(kSplits);
+  a.softmax_scale = in.flag() ? static_cast<float>(in.range(1, 64)) / 32.0f : 0.125f;
+  a.query_dtype = static_cast<DType>(in.u8() % 3);
+  a.out_dtype = static_cast<DType>(in.u8() % 3);
+  a.check_finite = !raw_query;
+  static const int kWindows[] = {-1, -2, -4096, std::numeric_limits<int>::min(), std::numeric_limits<int>::max(), 1, 4096};
+  a.sliding_window = damage == Damage::kWindow ? in.pick(kWindows) : in.flag() ? 0 : static_cast<int>(in.range(1, 64));
+
+  const std::int64_t num_blocks = in.range(1, 10);
+  const std::int64_t cache_bytes = layout_ok ? checked_product({num_blocks, l.block_bytes()}) : 64;
+  if (cache_bytes < 0 || static_cast<std::size_t>(cache_bytes) > kMaxCache) return 0;
+  Exact cache(static_cast<std::size_t>(cache_bytes));
+  fill_bytes(cache.v.data(), cache.size(), in.u32());
+  const ConstCacheView view(l, cache.v.data(), num_blocks);
+
+  // Sequences: a q_len (0 = vLLM's padding) and a seq_len that holds it (a
+  // damaged one: q_len above seq_len, or above kMaxQueryLen).
+  const int capacity = layout_ok ? l.block_size * a.max_blocks_per_seq : 0;
+  std::vector<std::int32_t> q_lens(a.batch), lens(a.batch), starts(a.batch + 1, 0);
+  const int damaged_seq = static_cast<int>(in.range(0, a.batch - 1));
+  for (int b = 0; b < a.batch; ++b) {
+    const std::uint8_t pick = in.u8();
+    q_lens[b] = !with_qsl ? 1 : pick % 8 == 0 ? 0 : static_cast<int>(in.range(1, pick % 8 == 1 ? 24 : 6));
+    lens[b] = static_cast<std::int32_t>(std::min(capacity, q_lens[b] + static_cast<int>(in.range(0, 48))));
+    if (damage == Damage::kQLen && b == damaged_seq) {
+      if (in.flag()) {
+        lens[b] = q_lens[b] > 0 ? q_lens[b] - 1 : 0;
+      } else {
+        q_lens[b] = kMaxQueryLen + 1;
+        lens[b] = std::min(capacity, q_lens[b]);
+      }
+    }
+    starts[b + 1] = starts[b] + q_lens[b];
+  }
+  std::int64_t T = with_qsl ? starts[a.batch] : a.batch;
+  if (damage == Damage::kStart && with_qsl) {  // above 0, decreasing, or wild; T follows the last
+    const int at = static_cast<int>(in.range(0, a.batch));
+    const std::uint8_t how = in.u8();
+    starts[at] = how % 3 == 0 ? in.wild_i32() : clamp32(std::int64_t{starts[at]} + (how % 3 == 1 ? 1 : -1) * in.range(1, 3));
+    T = std::clamp<std::int64_t>(starts[a.batch], 0, 4096);
+  }
+  if (damage == Damage::kRows) T = std::max<std::int64_t>(0, T + (in.flag() ? 1 : -1));
+  a.num_query_rows = static_cast<int>(T);
+  // The q_lens the (possibly damaged) starts give: what a decode that
+  // validation accepts uses, and what the expanded rows below repeat.
+  for (int b = 0; b < a.batch; ++b) q_lens[b] = clamp32(std::int64_t{starts[b + 1]} - starts[b]);
+
+  const std::int64_t rows = T * a.num_q_heads;
+  const bool shorten = damage == Damage::kShortBuffer;
+  const int short_one = static_cast<int>(in.range(0, 5));
+  Exact query(sized(checked_product({rows, dims, std::int64_t(dtype_size(a.query_dtype))}), in, shorten && short_one == 0));
+  Exact out(sized(checked_product({rows, dims, std::int64_t(dtype_size(a.out_dtype))}), in, shorten && short_one == 1), 0xA5);
+  // An empty lse is valid (not asked for).
+  Exact lse(in.u8() % 8 == 0 ? 0 : sized(checked_product({rows, 4}), in, shorten && short_one == 2), 0xA5);
+  Exact seq_lens(sized(std::int64_t{4} * a.batch, in, shorten && short_one == 3));
+  Exact qsl(with_qsl ? sized(std::int64_t{4} * (a.batch + 1), in, shorten && short_one == 4) : 0);
+  Exact sinks(with_sinks ? sized(std::int64_t{4} * a.num_q_heads, in, shorten && short_one == 5) : 0);
+  Exact table(static_cast<std::size_t>(4 * a.batch * a.max_blocks_per_seq));
+  fill_floats(query, a.query_dtype, in, in.flag() ? 1.0f : 100.0f, raw_query);
+  const auto copy_ints = [](Exact& to, const std::vector<std::int32_t>& from) {
+    const std::size_t n = std::min<std::size_t>(to.size(), 4 * from.size());
+    if (n > 0) std::memcpy(to.v.data(), from.data(), n);
+  };
+  copy_ints(seq_lens, lens);
+  copy_ints(qsl, starts);
+  const std::size_t bad_sink = damage == Damage::kSinks ? 4 * static_cast<std::size_t>(in.range(0, a.num_q_heads - 1)) : SIZE_MAX;
+  for (std::size_t i = 0; i + 4 <= sinks.size(); i += 4) {
+    static const float kBadSinks[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                                      -std::numeric_limits<float>::infinity(), 3e38f, -1e38f};
+    const float x = i == bad_sink ? in.pick(kBadSinks) : static_cast<float>(static_cast<std::int8_t>(in.u8())) * 80.0f;
+    std::memcpy(sinks.v.data() + i, &x, 4);  // about +-1e4, or a damaged one
+  }
+  const std::size_t bad_block = damage == Damage::kBlockId ? 4 * static_cast<std::size_t>(in.range(0, table.size() / 4)) : SIZE_MAX;
+  for (std::size_t i = 0; i + 4 <= table.size(); i += 4) {
+    const std::int32_t block = i == bad_block ? (in.flag() ? clamp32(num_blocks) : -1)
+                                              : static_cast<std::int32_t>(in.range(0, num_blocks - 1));
+    std::memcpy(table.v.data() + i, &block, 4);
+  }
+  a.query = {query.data(), query.size()};
+  a.out = {out.data(), out.size()};
+  a.lse = {lse.data(), lse.size()};
+  a.seq_lens = {seq_lens.data(), seq_lens.size()};
+  a.block_table = {table.data(), table.size()};
+  if (with_qsl) a.query_start_loc = {qsl.data(), qsl.size()};
+  if (with_sinks) a.sinks = {sinks.data(), sinks.size()};
+
+  const Status v = validate_decode(view, a);
+  if (v.message().find('\n') != std::string::npos) fail("decode rows: validation message spans lines");
+  if (v.ok()) {
+    std::int64_t attended = 0;
+    for (int b = 0; b < a.batch; ++b) attended += std::int64_t{q_lens[b]} * (lens[b] + 1);
+    if (checked_product({attended + T, a.num_q_heads, dims}) > kMaxRowsWork) return 0;
+  }
+
+  const std::vector<std::uint8_t> out_before = out.v, lse_before = lse.v;
+  const Status r = decode_reference(view, a);
+  if (r.code() != v.code()) fail("decode rows: decode_reference and validate_decode disagree");
+  if (!r.ok() && (out.v != out_before || lse.v != lse_before)) fail("decode rows: reference wrote output on error");
+
+#ifdef TQ_FUZZ_HAVE_CPU
+  Exact out_cpu(out.size(), 0xA5), lse_cpu(lse.size(), 0xA5);
+  DecodeArgs c = a;
+  c.out = {out_cpu.data(), out_cpu.size()};
+  c.lse = {lse_cpu.data(), lse_cpu.size()};
+  CpuOptions options;
+  options.threads = 1 + (mode >> 7);
+  const Status s = decode_cpu(view, c, options);
+  if (s.code() != r.code()) fail("decode rows: decode_cpu and decode_reference disagree on the status");
+  if (!s.ok() && (out_cpu.v != out_before || lse_cpu.v != lse_before)) fail("decode rows: decode_cpu wrote output on error");
+#endif
+  if (!r.ok()) return 0;
+
+  const std::size_t es = dtype_size(a.out_dtype);
+  const std::size_t row_bytes = static_cast<std::size_t>(dims) * es;
+  const auto row_has_nan = [&](const Exact& o, std::size_t row) {
+    for (int d = 0; d < dims; ++d) {
+      if (std::isnan(detail::load_element(o.v.data(), a.out_dtype, static_cast<std::int64_t>(row) * dims + d))) return true;
+    }
+    return false;
+  };
+#ifdef TQ_FUZZ_HAVE_CPU
+  for (std::size_t row = 0; row < static_cast<std::size_t>(rows); ++row) {
+    if (row_has_nan(out, row) || row_has_nan(out_cpu, row)) continue;
+    if (std::memcmp(out.v.data() + row * row_bytes, out_cpu.v.data() + row * row_bytes, row_bytes) != 0) {
+      fail("decode rows: decode_cpu output bits differ from decode_reference on a NaN-free row");
+    }
+    if (lse.size() < 4 * (row + 1)) continue;  // no LSE asked for (an empty buffer)
+    float x, y;
+    std::memcpy(&x, lse.v.data() + 4 * row, 4);
+    std::memcpy(&y, lse_cpu.v.data() + 4 * row, 4);
+    if (!std::isnan(x) && !std::isnan(y) && std::memcmp(&x, &y, 4) != 0) fail("decode rows: LSE bits differ");
+  }
+#endif
+
+  // The same rows as single-token sequences with their synthetic lengths.
+  if (!with_qsl || T == 0) return 0;
+  DecodeArgs e = a;
+  std::vector<std::int32_t> e_lens, e_table;
+  for (int b = 0; b < a.batch; ++b) {
+    for (int i = 0; i < q_lens[b]; ++i) {
+      e_lens.push_back(lens[b] - q_lens[b] + i + 1);
+      const auto* row = reinterpret_cast<const std::int32_t*>(table.v.data()) + std::int64_t{b} * a.max_blocks_per_seq;
+      e_table.insert(e_table.end(), row, row + a.max_blocks_per_seq);
+    }
+  }
+  Exact e_out(out.size(), 0xA5), e_lse(lse.size(), 0xA5);  // an empty lse stays empty
+  e.batch = static_cast<int>(T);
+  e.num_query_rows = 0;
+  e.query_start_loc = {};
+  e.seq_lens = {e_lens.data(), e_lens.size() * 4};
+  e.block_table = {e_table.data(), e_table.size() * 4};
+  e.out = {e_out.data(), e_out.size()};
+  e.lse = {e_lse.data(), e_lse.size()};
+  const Status x = decode_reference(view, e);
+  if (!x.ok()) fail("decode rows: the expanded single-token rows are refused");
+  if (e_out.v != out.v) fail("decode rows: multi-token output differs from the expanded single-token rows");
+  if (e_lse.v != lse.v) fail("decode rows: multi-token LSE differs from the expanded single-token rows");
+  return 0;
+}
+
+}  // namespace tq_fuzz

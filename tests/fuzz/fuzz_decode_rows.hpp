@@ -1,5 +1,6 @@
 // Fuzz target: decode with multi-token rows (query_start_loc), attention sinks
-// and sliding windows (issue 13), over random cache bytes. The input draws a
+// and sliding windows (issue 13), over random cache bytes, and the per-sequence
+// dequantize over the same arguments (fuzz_dequantize_sequences). The input draws a
 // layout, per-sequence q_len and seq_len, and then damages what it likes: a
 // query_start_loc that starts above 0, decreases, ends off num_query_rows or
 // gives q_len > seq_len or > kMaxQueryLen; non-finite or huge sinks; negative
@@ -35,6 +36,86 @@ enum class Damage { kNone, kStart, kRows, kShortBuffer, kWindow, kSinks, kBlockI
 inline Damage fuzz_damage(Input& in) {
   const std::uint8_t d = in.u8();
   return d % 2 == 0 ? Damage::kNone : static_cast<Damage>(1 + (d >> 1) % 7);
+}
+
+// dequantize_sequences (vLLM's continuation-prefill form, issue 13) over a
+// decode's cache, block table and seq_lens, with max_seq, dtype and basis from
+// the input and outputs exactly as long as they claim (sometimes short),
+// prefilled with a canary. Invariants: validate_dequantize_sequences and
+// dequantize_sequences_reference agree on the status, with a one-line message;
+// nothing is written on error; on success position j < seq_lens[b] of
+// sequence b holds, for every KV head, the bytes dequantize_reference gives
+// for its slot, and every other position keeps the canary.
+inline void fuzz_dequantize_sequences(Input& in, const turboquant::ConstCacheView& view,
+                                      const turboquant::DecodeArgs& a, int capacity) {
+  using namespace turboquant;
+  const BlockLayout& l = view.layout;
+  DequantizeSequencesArgs d;
+  d.block_table = a.block_table;
+  d.batch = a.batch;
+  d.max_blocks_per_seq = a.max_blocks_per_seq;
+  d.seq_lens = a.seq_lens;
+  d.max_seq = in.flag() ? capacity : static_cast<int>(in.range(-1, capacity + 1));
+  d.out_dtype = static_cast<DType>(in.u8() % 3);
+  d.basis = in.flag() ? Basis::kRotated : Basis::kOriginal;
+  const std::int64_t hk = l.num_kv_heads, dims = l.format.head_dim, es = dtype_size(d.out_dtype);
+  const std::int64_t bytes = checked_product({d.batch, hk, d.max_seq, dims, es});
+  const bool shorten = in.u8() % 8 == 0;
+  Exact keys(sized(bytes, in, shorten), 0xA5), values(sized(bytes, in, false), 0xA5);
+  d.keys = {keys.data(), keys.size()};
+  d.values = {values.data(), values.size()};
+  const Status v = validate_dequantize_sequences(view, d);
+  const Status s = dequantize_sequences_reference(view, d);
+  if (s.code() != v.code()) fail("dequantize_sequences: reference and validation disagree");
+  if (s.message().find('\n') != std::string::npos) fail("dequantize_sequences: message spans lines");
+  const auto canary = [](const Exact& e, std::size_t from, std::size_t n) {
+    for (std::size_t i = from; i < from + n; ++i) {
+      if (e.v[i] != 0xA5) return false;
+    }
+    return true;
+  };
+  if (!s.ok()) {
+    if (!canary(keys, 0, keys.size()) || !canary(values, 0, values.size())) fail("dequantize_sequences: wrote on error");
+    return;
+  }
+  // The slots of every stored position, dequantized as a list.
+  std::vector<std::int64_t> slots;
+  const auto* lens = static_cast<const std::int32_t*>(a.seq_lens.data);
+  const auto* table = static_cast<const std::int32_t*>(a.block_table.data);
+  for (int b = 0; b < d.batch; ++b) {
+    for (int j = 0; j < lens[b]; ++j) {
+      slots.push_back(std::int64_t{table[std::int64_t{b} * d.max_blocks_per_seq + j / l.block_size]} * l.block_size +
+                      j % l.block_size);
+    }
+  }
+  DequantizeArgs list;
+  list.num_slots = static_cast<std::int64_t>(slots.size());
+  list.slots = {slots.data(), slots.size() * 8};
+  std::vector<std::uint8_t> want_k(slots.size() * hk * dims * es), want_v(want_k.size());
+  list.keys = {want_k.data(), want_k.size()};
+  list.values = {want_v.data(), want_v.size()};
+  list.out_dtype = d.out_dtype;
+  list.basis = d.basis;
+  if (!dequantize_reference(view, list).ok()) fail("dequantize_sequences: the list form refuses the same slots");
+  const std::size_t row = static_cast<std::size_t>(dims * es);
+  std::size_t next = 0;  // index into slots
+  for (int b = 0; b < d.batch; ++b) {
+    for (std::int64_t h = 0; h < hk; ++h) {
+      for (int j = 0; j < d.max_seq; ++j) {
+        const std::size_t at = static_cast<std::size_t>(((b * hk + h) * d.max_seq + j)) * row;
+        if (j >= lens[b]) {
+          if (!canary(keys, at, row) || !canary(values, at, row)) fail("dequantize_sequences: wrote past seq_lens[b]");
+          continue;
+        }
+        const std::size_t from = static_cast<std::size_t>((next + j) * hk + h) * row;
+        if (std::memcmp(keys.v.data() + at, want_k.data() + from, row) != 0 ||
+            std::memcmp(values.v.data() + at, want_v.data() + from, row) != 0) {
+          fail("dequantize_sequences: a position differs from the list form of its slot");
+        }
+      }
+    }
+    next += static_cast<std::size_t>(lens[b]);
+  }
 }
 
 inline int fuzz_decode_rows(const std::uint8_t* data, std::size_t size) {
@@ -144,6 +225,8 @@ inline int fuzz_decode_rows(const std::uint8_t* data, std::size_t size) {
   a.block_table = {table.data(), table.size()};
   if (with_qsl) a.query_start_loc = {qsl.data(), qsl.size()};
   if (with_sinks) a.sinks = {sinks.data(), sinks.size()};
+
+  fuzz_dequantize_sequences(in, view, a, capacity);
 
   const Status v = validate_decode(view, a);
   if (v.message().find('\n') != std::string::npos) fail("decode rows: validation message spans lines");

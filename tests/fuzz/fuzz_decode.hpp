@@ -172,6 +172,62 @@ inline void fill_floats(Exact& buf, turboquant::DType t, Input& in, float magnit
   }
 }
 
+// decode_reference on `a` (validated as `v`), then decode_cpu where it exists,
+// on `threads` threads: both return validation's status code; neither writes
+// on error; the CPU backend's bits equal the reference's on the rows where
+// neither output has a NaN (ARITHMETIC.md: NaN rows from garbage cache bytes
+// are unspecified), output and, where one was asked for, LSE. `out` and `lse`
+// (an empty lse: none asked for) hold the reference's results afterwards;
+// returns its status.
+inline turboquant::Status check_reference_and_cpu(const turboquant::ConstCacheView& view,
+                                                  const turboquant::DecodeArgs& a, const turboquant::Status& v,
+                                                  Exact& out, Exact& lse, int threads) {
+  using namespace turboquant;
+  const std::vector<std::uint8_t> out_before = out.v, lse_before = lse.v;
+  turboquant::DecodeArgs ref = a;
+  ref.out = {out.data(), out.size()};
+  ref.lse = {lse.data(), lse.size()};
+  const Status r = decode_reference(view, ref);
+  if (r.code() != v.code()) fail("decode: decode_reference and validate_decode disagree");
+  if (!r.ok() && (out.v != out_before || lse.v != lse_before)) fail("decode: reference wrote output on error");
+#ifdef TQ_FUZZ_HAVE_CPU
+  Exact out_cpu(out.size(), 0xA5), lse_cpu(lse.size(), 0xA5);
+  DecodeArgs c = a;
+  c.out = {out_cpu.data(), out_cpu.size()};
+  c.lse = {lse_cpu.data(), lse_cpu.size()};
+  CpuOptions options;
+  options.threads = threads;
+  const Status s = decode_cpu(view, c, options);
+  if (s.code() != r.code()) fail("decode: decode_cpu and decode_reference disagree on the status");
+  if (!s.ok()) {
+    if (out_cpu.v != out_before || lse_cpu.v != lse_before) fail("decode: decode_cpu wrote output on error");
+    return r;
+  }
+  const int dims = view.layout.format.head_dim;
+  const std::size_t row_bytes = static_cast<std::size_t>(dims) * dtype_size(a.out_dtype);
+  for (std::size_t row = 0; row_bytes > 0 && (row + 1) * row_bytes <= out.size(); ++row) {
+    bool nan = false;
+    for (int d = 0; d < dims; ++d) {
+      const std::int64_t i = static_cast<std::int64_t>(row) * dims + d;
+      nan |= std::isnan(detail::load_element(out.v.data(), a.out_dtype, i)) ||
+             std::isnan(detail::load_element(out_cpu.v.data(), a.out_dtype, i));
+    }
+    if (nan) continue;
+    if (std::memcmp(out.v.data() + row * row_bytes, out_cpu.v.data() + row * row_bytes, row_bytes) != 0) {
+      fail("decode: decode_cpu output bits differ from decode_reference on a NaN-free row");
+    }
+    if (lse.size() < 4 * (row + 1)) continue;
+    float x, y;
+    std::memcpy(&x, lse.v.data() + 4 * row, 4);
+    std::memcpy(&y, lse_cpu.v.data() + 4 * row, 4);
+    if (!std::isnan(x) && !std::isnan(y) && std::memcmp(&x, &y, 4) != 0) fail("decode: LSE bits differ");
+  }
+#else
+  (void)threads;
+#endif
+  return r;
+}
+
 inline int fuzz_decode(const std::uint8_t* data, std::size_t size) {
   using namespace turboquant;
   Input in(data, size);
@@ -297,44 +353,7 @@ inline int fuzz_decode(const std::uint8_t* data, std::size_t size) {
   const std::int64_t partial_floats = checked_product({std::max(a.num_q_heads, 0), a.num_splits, dims});
   if (partial_floats < 0 || partial_floats > (std::int64_t{1} << 24)) return 0;
 
-  const std::vector<std::uint8_t> out_before = out.v, lse_before = lse.v;
-  const Status r = decode_reference(view, a);
-  if (r.code() != v.code()) fail("decode: decode_reference and validate_decode disagree");
-  if (!r.ok() && (out.v != out_before || lse.v != lse_before)) fail("decode: reference wrote output on error");
-#ifdef TQ_FUZZ_HAVE_CPU
-  Exact out_cpu(out.size(), 0xA5), lse_cpu(lse.size(), 0xA5);
-  DecodeArgs c = a;
-  c.out = {out_cpu.data(), out_cpu.size()};
-  if (with_lse) c.lse = {lse_cpu.data(), lse_cpu.size()};
-  CpuOptions options;
-  options.threads = 1 + (mode >> 7);
-  const Status s = decode_cpu(view, c, options);
-  if (s.code() != r.code()) fail("decode: decode_cpu and decode_reference disagree on the status");
-  if (!s.ok()) {
-    if (out_cpu.v != out_before || lse_cpu.v != lse_before) fail("decode: decode_cpu wrote output on error");
-    return 0;
-  }
-  // Compare rows (fp32/fp16/bf16 elements) where neither backend has a NaN.
-  const std::size_t es = dtype_size(a.out_dtype);
-  const std::size_t row_bytes = static_cast<std::size_t>(dims) * es;
-  for (std::size_t row = 0; row_bytes > 0 && (row + 1) * row_bytes <= out.size(); ++row) {
-    bool nan = false;
-    for (int d = 0; d < dims; ++d) {
-      const std::int64_t i = static_cast<std::int64_t>(row) * dims + d;
-      nan |= std::isnan(detail::load_element(out.v.data(), a.out_dtype, i)) ||
-             std::isnan(detail::load_element(out_cpu.v.data(), a.out_dtype, i));
-    }
-    if (!nan && std::memcmp(out.v.data() + row * row_bytes, out_cpu.v.data() + row * row_bytes, row_bytes) != 0) {
-      fail("decode: decode_cpu output bits differ from decode_reference on a NaN-free row");
-    }
-    if (with_lse && !nan && lse.size() >= 4 * (row + 1)) {
-      float x, y;
-      std::memcpy(&x, lse.v.data() + 4 * row, 4);
-      std::memcpy(&y, lse_cpu.v.data() + 4 * row, 4);
-      if (!std::isnan(x) && !std::isnan(y) && std::memcmp(&x, &y, 4) != 0) fail("decode: LSE bits differ");
-    }
-  }
-#endif
+  (void)check_reference_and_cpu(view, a, v, out, lse, 1 + (mode >> 7));
   return 0;
 }
 

@@ -236,45 +236,7 @@ inline int fuzz_decode_rows(const std::uint8_t* data, std::size_t size) {
     if (checked_product({attended + T, a.num_q_heads, dims}) > kMaxRowsWork) return 0;
   }
 
-  const std::vector<std::uint8_t> out_before = out.v, lse_before = lse.v;
-  const Status r = decode_reference(view, a);
-  if (r.code() != v.code()) fail("decode rows: decode_reference and validate_decode disagree");
-  if (!r.ok() && (out.v != out_before || lse.v != lse_before)) fail("decode rows: reference wrote output on error");
-
-#ifdef TQ_FUZZ_HAVE_CPU
-  Exact out_cpu(out.size(), 0xA5), lse_cpu(lse.size(), 0xA5);
-  DecodeArgs c = a;
-  c.out = {out_cpu.data(), out_cpu.size()};
-  c.lse = {lse_cpu.data(), lse_cpu.size()};
-  CpuOptions options;
-  options.threads = 1 + (mode >> 7);
-  const Status s = decode_cpu(view, c, options);
-  if (s.code() != r.code()) fail("decode rows: decode_cpu and decode_reference disagree on the status");
-  if (!s.ok() && (out_cpu.v != out_before || lse_cpu.v != lse_before)) fail("decode rows: decode_cpu wrote output on error");
-#endif
-  if (!r.ok()) return 0;
-
-  const std::size_t es = dtype_size(a.out_dtype);
-  const std::size_t row_bytes = static_cast<std::size_t>(dims) * es;
-  const auto row_has_nan = [&](const Exact& o, std::size_t row) {
-    for (int d = 0; d < dims; ++d) {
-      if (std::isnan(detail::load_element(o.v.data(), a.out_dtype, static_cast<std::int64_t>(row) * dims + d))) return true;
-    }
-    return false;
-  };
-#ifdef TQ_FUZZ_HAVE_CPU
-  for (std::size_t row = 0; row < static_cast<std::size_t>(rows); ++row) {
-    if (row_has_nan(out, row) || row_has_nan(out_cpu, row)) continue;
-    if (std::memcmp(out.v.data() + row * row_bytes, out_cpu.v.data() + row * row_bytes, row_bytes) != 0) {
-      fail("decode rows: decode_cpu output bits differ from decode_reference on a NaN-free row");
-    }
-    if (lse.size() < 4 * (row + 1)) continue;  // no LSE asked for (an empty buffer)
-    float x, y;
-    std::memcpy(&x, lse.v.data() + 4 * row, 4);
-    std::memcpy(&y, lse_cpu.v.data() + 4 * row, 4);
-    if (!std::isnan(x) && !std::isnan(y) && std::memcmp(&x, &y, 4) != 0) fail("decode rows: LSE bits differ");
-  }
-#endif
+  if (!check_reference_and_cpu(view, a, v, out, lse, 1 + (mode >> 7)).ok()) return 0;
 
   // The same rows as single-token sequences with their synthetic lengths.
   if (!with_qsl || T == 0) return 0;

@@ -29,6 +29,8 @@
 #             TQ_CUDA_FLAGS=-lineinfo for the CUDA lines
 #   dram      ncu's DRAM and L2 bytes of the fast decode, 16x32768, SoA and AoS, 4bit_nc and k8v4
 #             (dram.log; PERFORMANCE.md round 14)
+#   TQ_CUDA_ARCH     CMAKE_CUDA_ARCHITECTURES of the build (default 90a: the wide kernel's wgmma;
+#                    90 builds it with mma.sync)
 #   TQ_TEST_FILTER   gtest filter of the test step (default: all of test_gpu)
 #   TQ_SAN_FILTER    gtest filter of the four sanitizer steps (default: the kernels' own tests below)
 #   TQ_CPU_BENCH_FILTER  bench_cpu filter of the cpu step (default decode-multi/.*/t2/)
@@ -66,7 +68,7 @@ source .gpu-deps/setup.sh > "$OUT/info.log" 2>&1
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv; nproc; } >> "$OUT/info.log" 2>&1
 B=${TQ_BUILD_DIR:-build-gpu}  # TQ_BUILD_DIR: a build made by another script (e.g. python/bench/run_h200_python.sh)
 build() {
-  local cfg=(-S . -B $B -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release -DTURBOQUANT_ENABLE_CUDA=ON
+  local cfg=(-S . -B $B -G Ninja -DCMAKE_CUDA_ARCHITECTURES=${TQ_CUDA_ARCH:-90a} -DCMAKE_BUILD_TYPE=Release -DTURBOQUANT_ENABLE_CUDA=ON
              "-DCMAKE_CUDA_FLAGS=${TQ_CUDA_FLAGS:-}")
   local tools=OFF
   [[ ",$steps," == *",ctest,"* ]] && tools=ON
@@ -81,7 +83,7 @@ build() {
     cmake --build $B --target bench_gpu -j16 || return 1
   else
     mkdir -p $B/bench/gpu
-    nvcc -std=c++20 -O3 -arch=sm_90 -Icore/include -Iinclude bench/gpu/bench_gpu.cu \
+    nvcc -std=c++20 -O3 -arch=sm_${TQ_CUDA_ARCH:-90a} -Icore/include -Iinclude bench/gpu/bench_gpu.cu \
       $B/gpu/libturboquant_cuda.a $B/src/libturboquant_core.a -o $B/bench/gpu/bench_gpu || return 1
   fi
 }

@@ -7,12 +7,13 @@
 #   rm -rf .gpu-deps/baseline-src && mkdir -p .gpu-deps/baseline-src &&
 #   git archive <commit> -- . ':!tests/data' | tar -x -C .gpu-deps/baseline-src
 # Device command: OUT=$OUT bash bench/gpu/run_h200_against_source.sh [run_h200.sh steps]
-# (default steps build,test,multi; carry .gpu-deps). PERFORMANCE.md round 14 ran it
+# (default steps build,test,multi; carry .gpu-deps). TQ_BASELINE_CUDA_ARCH: the older
+# source's CUDA architecture (default 90a; 90 for commits before the wide kernel's wgmma). PERFORMANCE.md round 14 ran it
 # (round 13 ran the same builds and timings from a script in .gpu-deps).
 set -uo pipefail
 steps=${1:-build,test,multi}
 source .gpu-deps/setup.sh > /dev/null 2>&1
-(cmake -S .gpu-deps/baseline-src -B /tmp/baseline -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+(cmake -S .gpu-deps/baseline-src -B /tmp/baseline -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=${TQ_BASELINE_CUDA_ARCH:-90a} \
    -DTURBOQUANT_ENABLE_CUDA=ON -DTURBOQUANT_ENABLE_TESTS=OFF -DTURBOQUANT_ENABLE_TOOLS=OFF -DTURBOQUANT_ENABLE_BENCH=ON &&
  cmake --build /tmp/baseline --target bench_gpu -j6) > "$OUT/baseline-build.log" 2>&1 &
 baseline_build=$!

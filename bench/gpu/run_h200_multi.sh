@@ -5,7 +5,7 @@
 set -u
 source .gpu-deps/setup.sh > /dev/null 2>&1
 B=build-gpu
-cmake -S . -B $B -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release -DTURBOQUANT_ENABLE_CUDA=ON \
+cmake -S . -B $B -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_BUILD_TYPE=Release -DTURBOQUANT_ENABLE_CUDA=ON \
   -DTURBOQUANT_ENABLE_BENCH=ON -DTURBOQUANT_ENABLE_TOOLS=OFF > $OUT/cfg.log 2>&1 &&
   cmake --build $B --target test_gpu bench_gpu -j16 > $OUT/build.log 2>&1
 echo "build rc=$? at $SECONDS s"; grep -E "error" $OUT/build.log | head -5

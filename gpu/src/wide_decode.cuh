@@ -7,8 +7,10 @@
 // holds at most 16 columns and q_len 16 at GQA 4 (64 columns) reads and
 // dequantizes every tile four times. Here the roles turn around, as in
 // FlashAttention-2: the columns are the mma's M, 16 per warp, and the tile is
-// dequantized once per block into shared memory as fp16, where every warp reads
-// it as B fragments (ldmatrix):
+// dequantized once per block into shared memory as fp16, the B operand of both
+// products: on sm_90a one warpgroup mma (wgmma.cuh) per 16-deep k-step for all
+// four warps' 64 columns, reading B straight from shared memory; elsewhere each
+// warp's mma.sync on B fragments it loads with ldmatrix:
 //   S = Q K^T   A: the warp's 16 query columns (registers, prepared once),
 //               B: K [token][dim] (64 tokens per step);
 //   O = P V     A: the probabilities times the tokens' value scales
@@ -30,6 +32,7 @@
 #include "fast_mainloop.cuh"
 #include "fast_stage.cuh"
 #include "query_prep.cuh"
+#include "wgmma.cuh"
 #include "wide_tiles.cuh"
 
 namespace turboquant::cuda::detail {
@@ -76,19 +79,32 @@ __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::u
   float s[kNT][4];
 #pragma unroll
   for (int n = 0; n < kNT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-  // B of S: K rows (tokens) 16p + 8 (lane / 16) + lane % 8, dims 16 ks + 8 ((lane / 8) % 2).
-  const __half* k_lane = k_tile + (8 * (lane >> 4) + (lane & 7)) * S::kKPitch + 8 * ((lane >> 3) & 1);
+#if TURBOQUANT_HAVE_WGMMA
+  // The warpgroup's S (64 columns x 64 tokens), B = K through its descriptor.
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < T::kKSteps; ++ks) {
+    const std::uint64_t b = wgmma_descriptor(k_tile + S::k_offset(0, 16 * ks), S::kKCoreStrideK, S::kCoreStrideN);
+    wgmma_64xNx16<kNT>(s, qa[ks], b, ks > 0);
+  }
+  wgmma_commit();
+  wgmma_wait_all();
+  wgmma_pin(s);
+#else
+  // B of S: K tokens 16 pr + 8 (lane / 16) + lane % 8, columns 16 ks + 8 ((lane / 8) % 2).
+  const __half* k_lane = k_tile + S::k_offset(8 * (lane >> 4) + (lane & 7), 8 * ((lane >> 3) & 1));
 #pragma unroll
   for (int ks = 0; ks < T::kKSteps; ++ks) {
 #pragma unroll
     for (int pr = 0; pr < kNT / 2; ++pr) {
       std::uint32_t b0, b1, b2, b3;
-      ldmatrix_x4(k_lane + 16 * pr * S::kKPitch + 16 * ks, b0, b1, b2, b3);
+      ldmatrix_x4(k_lane + S::k_offset(16 * pr, 16 * ks), b0, b1, b2, b3);
       const uint4 a = make_uint4(qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3]);
       mma_16816(s[2 * pr], a, b0, b1);
       mma_16816(s[2 * pr + 1], a, b2, b3);
     }
   }
+#endif
   const float* norm = meta;
   const float* scale = meta + S::kStep;
   const float* zero = meta + 2 * S::kStep;
@@ -155,8 +171,20 @@ __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::u
       w.o[n][3] *= alpha1;
     }
   }
-  // B of O: V^T rows (dims) 16 q + 8 (lane / 16) + lane % 8, tokens 16 kk + 8 ((lane / 8) % 2).
-  const __half* v_lane = v_tile + (8 * (lane >> 4) + (lane & 7)) * S::kVPitch + 8 * ((lane >> 3) & 1);
+#if TURBOQUANT_HAVE_WGMMA
+  // The warpgroup's O (64 columns x D V^T rows), B = V^T through its descriptor.
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < S::kStep / 16; ++kk) {
+    const std::uint64_t b = wgmma_descriptor(v_tile + S::v_offset(0, 16 * kk), S::kVCoreStrideK, S::kCoreStrideN);
+    wgmma_64xNx16<T::kDim / 8>(w.o, pa[kk], b, true);
+  }
+  wgmma_commit();
+  wgmma_wait_all();
+  wgmma_pin(w.o);
+#else
+  // B of O: V^T rows 16 q + 8 (lane / 16) + lane % 8, tokens 16 kk + 8 ((lane / 8) % 2).
+  const __half* v_lane = v_tile + S::v_offset(8 * (lane >> 4) + (lane & 7), 8 * ((lane >> 3) & 1));
 #pragma unroll
   for (int kk = 0; kk < S::kStep / 16; ++kk) {
     // The A fragment: (row g, tokens 2c..) = pa[kk][0], (row g + 8) = pa[kk][1],
@@ -165,11 +193,12 @@ __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::u
 #pragma unroll
     for (int q = 0; q < T::kDim / 16; ++q) {
       std::uint32_t b0, b1, b2, b3;
-      ldmatrix_x4(v_lane + 16 * q * S::kVPitch + 16 * kk, b0, b1, b2, b3);
+      ldmatrix_x4(v_lane + S::v_offset(16 * q, 16 * kk), b0, b1, b2, b3);
       mma_16816(w.o[2 * q], a, b0, b1);
       mma_16816(w.o[2 * q + 1], a, b2, b3);
     }
   }
+#endif
 }
 
 template <class T>
@@ -222,6 +251,8 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
     qa[ks][3] = q2(k1, 4 * ks + 2);
   }
   const WideMask mask = wide_mask<T>(p, rows, cols, k0, k1);
+  // wgmma takes the whole warpgroup: a warp past the block's columns computes
+  // rows that are never written (their query is 0, their masks empty).
   const bool has_columns = 16 * warp < cols.count;
   WideRowState<D> w;
 #pragma unroll
@@ -252,8 +283,11 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
       } else {
         wide_clear<T>(warp * T::kTile, v_tile, meta, lane);
       }
+#if TURBOQUANT_HAVE_WGMMA
+      fence_shared_for_async();  // wgmma reads the tiles through the async proxy
+#endif
       __syncthreads();  // the step's K, V^T and metadata are written
-      if (has_columns) wide_step<T>(w, qa, k_tile, v_tile, meta, step_tok, range.end, mask, lane);
+      if (TURBOQUANT_HAVE_WGMMA || has_columns) wide_step<T>(w, qa, k_tile, v_tile, meta, step_tok, range.end, mask, lane);
     }
   };
   with_stage<T>(p, kv_head, g, c, run);

@@ -48,37 +48,57 @@ constexpr bool wide_maps_are_bijections() {
 }
 
 // Shared memory of a wide block: the warps' pipeline stages, the step's K
-// [64][D] and V^T [D][64] fp16 tiles (rows padded by 16 bytes, so that
-// ldmatrix's eight rows fall in distinct banks), the step's per-token key
+// [64 tokens][D] and V^T [D][64 tokens] fp16 tiles, the step's per-token key
 // norm, value scale and zero, and the pair table. The prepared query
-// (kWideColumns x D floats) lives in the K and V^T region before the loop,
-// the block's O (kWideColumns x kOPitch floats) after it.
+// (kWideColumns x D floats) lives in the tile region before the loop, the
+// block's O (kWideColumns x kOPitch floats) after it.
+//
+// Both tiles are the B operands of the step's two products (K: n = token,
+// k = K column; V^T: n = V^T row, k = token), stored as wgmma's canonical
+// K-major layout without swizzle: core matrices of 8 n x 8 k halfs, 128
+// contiguous bytes (n-th 16-byte row: k 0..7), n-adjacent core matrices 128
+// bytes apart, k-adjacent ones a whole column of core matrices apart
+// (kKCoreStrideK, kVCoreStrideK). wgmma reads them through a descriptor
+// (wgmma.cuh); ldmatrix's eight 16-byte rows are one core matrix (no bank
+// conflict), and so are the 32 lanes' 4-byte stores of one fragment register.
 //
 // Neither tile is in dim order. K's columns are in the order of the lanes'
 // fragments (wide_key_column), so that a warp's 32 stores of one fragment
-// register hit 32 banks; the query's A fragments follow it. V^T's rows are
-// the lanes' local value dims, row 8 j + g for local dim j of lane group g
+// register fill one core matrix; the query's A fragments follow it. V^T's rows
+// are the lanes' local value dims, row 8 j + g for local dim j of lane group g
 // (wide_value_row), so that the eight lane groups store to eight consecutive
-// rows (at dim rows 16 g apart, every store would take eight wavefronts); the
-// O fragments' columns are these rows, and the epilogue writes them to their dims.
+// rows; the O fragments' columns are these rows, and the epilogue writes them
+// to their dims.
 template <class T>
 struct WideSmem {
   static constexpr int D = T::kDim;
   static constexpr int kStep = kWideWarps * T::kTile;  // tokens per step
-  static constexpr int kKPitch = D + 8;                // halfs per K row
-  static constexpr int kVPitch = kStep + 8;            // halfs per V^T row
+  static constexpr int kCoreHalfs = 64;                // 8 x 8 halfs
+  static constexpr int kKCoreStrideK = kStep / 8 * 128;  // bytes between k-adjacent core matrices of K
+  static constexpr int kVCoreStrideK = D / 8 * 128;      // ... of V^T
+  static constexpr int kCoreStrideN = 128;
+  // Half offsets of K (token t, K column k) and V^T (row n, token t).
+  __host__ __device__ static constexpr int k_offset(int t, int k) {
+    return (t / 8 + k / 8 * (kStep / 8)) * kCoreHalfs + t % 8 * 8 + k % 8;
+  }
+  __host__ __device__ static constexpr int v_offset(int n, int t) {
+    return (n / 8 + t / 8 * (D / 8)) * kCoreHalfs + n % 8 * 8 + t % 8;
+  }
+  static constexpr int kTileBytes = kStep * D * 2;
+  static constexpr int kOPitch = D + 4;  // floats per row of the epilogue's O (in the tile region)
+  static constexpr int kRegionBytes = (2 * kTileBytes > kWideColumns * kOPitch * 4 ? 2 * kTileBytes
+                                                                                    : kWideColumns * kOPitch * 4);
   static constexpr int kPipeBytes = T::kPipeBytes;
   static constexpr int kKOffset = (kPipeBytes + 127) / 128 * 128;
-  static constexpr int kVOffset = kKOffset + kStep * kKPitch * 2;
-  static constexpr int kMetaOffset = kVOffset + D * kVPitch * 2;
+  static constexpr int kVOffset = kKOffset + kTileBytes;
+  static constexpr int kMetaOffset = kKOffset + (kRegionBytes + 127) / 128 * 128;
   static constexpr int kLutOffset = kMetaOffset + 3 * kStep * 4;
   static constexpr int kBytes = kLutOffset + T::kLutBytes;
-  static constexpr int kOPitch = D + 4;  // floats per row of the epilogue's O (in the K and V^T tiles)
-  static_assert(kWideColumns * D * 4 <= kMetaOffset - kKOffset, "the prepared query fits the K and V^T tiles");
-  static_assert(kWideColumns * kOPitch * 4 <= kMetaOffset - kKOffset, "the epilogue's O fits the K and V^T tiles");
+  static_assert(kWideColumns * D * 4 <= kMetaOffset - kKOffset, "the prepared query fits the tile region");
   static_assert(T::kWarps == kWideWarps, "four warps");
   static_assert(wide_maps_are_bijections<T>(), "K columns and V^T rows hold every dim once");
   static_assert(D <= 128, "the O fragments of D 256 would take 128 registers");
+  static_assert(D % 16 == 0 && kStep % 16 == 0, "whole k-steps of both products");
 };
 
 // Dequantizes the warp's staged tile (tokens tok0 .. tok0 + 15 of the step's
@@ -93,9 +113,7 @@ __device__ __forceinline__ void wide_dequantize(const Stage& stage, const std::u
   stage.load_keys(st, kw);
   float sq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   uint4 squares;
-  auto key_word = [&](int row, int dim) {
-    return reinterpret_cast<std::uint32_t*>(k_tile + (r0 + row) * S::kKPitch + dim);
-  };
+  auto key_word = [&](int row, int col) { return reinterpret_cast<std::uint32_t*>(k_tile + S::k_offset(r0 + row, col)); };
 #pragma unroll
   for (int ks = 0; ks < T::kKSteps; ++ks) {
     uint4 a;
@@ -130,9 +148,7 @@ __device__ __forceinline__ void wide_dequantize(const Stage& stage, const std::u
   // 2c + 8, 2c + 9) is one word of row wide_value_row(g, j), its power of two undone.
   std::uint32_t vw[4][T::kValueWords];
   stage.load_values(st, vw);
-  auto value_word = [&](int row, int tok) {
-    return reinterpret_cast<std::uint32_t*>(v_tile + row * S::kVPitch + r0 + tok);
-  };
+  auto value_word = [&](int row, int tok) { return reinterpret_cast<std::uint32_t*>(v_tile + S::v_offset(row, r0 + tok)); };
 #pragma unroll
   for (int j = 0; j < 2 * T::kMTiles; ++j) {
     const __half2 inv = __float2half2_rn(1.0f / value_frag_scale<T::kValueBits>(j));  // exact: powers of two
@@ -155,7 +171,7 @@ __device__ __forceinline__ void wide_clear(int r0, __half* v_tile, float* meta, 
   for (int i = lane; i < T::kDim * (T::kTile / 2); i += 32) {
     const int row = i / (T::kTile / 2);
     const int pair = i % (T::kTile / 2);
-    *reinterpret_cast<std::uint32_t*>(v_tile + row * S::kVPitch + r0 + 2 * pair) = 0u;
+    *reinterpret_cast<std::uint32_t*>(v_tile + S::v_offset(row, r0 + 2 * pair)) = 0u;
   }
 }
 

@@ -16,7 +16,7 @@ PY=$(command -v python3)
 log() { echo "== [$SECONDS s] $*" | tee -a "$OUT/info.log"; }
 if has build; then
   log build
-  cmake -S . -B $B -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release -DTURBOQUANT_ENABLE_CUDA=ON \
+  cmake -S . -B $B -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_BUILD_TYPE=Release -DTURBOQUANT_ENABLE_CUDA=ON \
     -DTURBOQUANT_ENABLE_PYTHON=ON -DPython_EXECUTABLE="$PY" -DTURBOQUANT_ENABLE_TESTS=$(has gtest && echo ON || echo OFF) \
     > "$OUT/build.log" 2>&1 &&
     cmake --build $B -j16 --target _turboquant tq bench_gpu $(has gtest && echo test_gpu test_cpu) >> "$OUT/build.log" 2>&1

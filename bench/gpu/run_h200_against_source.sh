@@ -20,7 +20,7 @@ baseline_build=$!
 TQ_BUDGET_S=${TQ_BUDGET_S:-380} bash bench/gpu/run_h200.sh "$steps" 2>&1 |
   grep -v '^\[ \|^\[--\|^$\|ptxas\|Building\|Linking' | tail -12
 wait $baseline_build || { echo "baseline build failed"; tail -20 "$OUT/baseline-build.log"; exit 1; }
-TQ_BUDGET_S=150 TQ_BASELINE_BENCH=/tmp/baseline/bench/gpu/bench_gpu TQ_COMPARE_ARGS="--mode fast --layout both" \
+TQ_BUDGET_S=150 TQ_BASELINE_BENCH=/tmp/baseline/bench/gpu/bench_gpu TQ_COMPARE_ARGS="${TQ_COMPARE_ARGS:---mode fast --layout both}" \
   bash bench/gpu/run_h200.sh compare
 rc=$?
 # Few files come back from a device call: the CSVs in one archive.

@@ -21,6 +21,9 @@
 // (FastTileLoader with four warps: tile i goes to warp i % 4) and dequantizing
 // it with the fast kernel's stage readers and fragments into the step's
 // shared-memory tiles (wide_tiles.cuh). Two barriers per step: the tile is written, then read.
+// With wgmma and two V^T tiles (WideSmem::kValueBuffers) a step's O product
+// runs while the warps write the next step's tiles; the next S product waits
+// for it.
 // The online softmax runs once per 64 tokens. The partials go to the same
 // workspace as the fast kernel's, and merge_kernel finishes.
 #pragma once
@@ -88,8 +91,9 @@ __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::u
     wgmma_64xNx16<kNT>(s, qa[ks], b, ks > 0);
   }
   wgmma_commit();
-  wgmma_wait_all();
+  wgmma_wait_all();  // also the previous step's O product
   wgmma_pin(s);
+  wgmma_pin(w.o);
 #else
   // B of S: K tokens 16 pr + 8 (lane / 16) + lane % 8, columns 16 ks + 8 ((lane / 8) % 2).
   const __half* k_lane = k_tile + S::k_offset(8 * (lane >> 4) + (lane & 7), 8 * ((lane >> 3) & 1));
@@ -179,9 +183,7 @@ __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::u
     const std::uint64_t b = wgmma_descriptor(v_tile + S::v_offset(0, 16 * kk), S::kVCoreStrideK, S::kCoreStrideN);
     wgmma_64xNx16<T::kDim / 8>(w.o, pa[kk], b, true);
   }
-  wgmma_commit();
-  wgmma_wait_all();
-  wgmma_pin(w.o);
+  wgmma_commit();  // waited for by the next step's S product or after the loop
 #else
   // B of O: V^T rows 16 q + 8 (lane / 16) + lane % 8, tokens 16 kk + 8 ((lane / 8) % 2).
   const __half* v_lane = v_tile + S::v_offset(8 * (lane >> 4) + (lane & 7), 8 * ((lane >> 3) & 1));
@@ -208,7 +210,7 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
   constexpr int D = T::kDim;
   extern __shared__ __align__(128) std::uint8_t smem[];
   __half* k_tile = reinterpret_cast<__half*>(smem + S::kKOffset);
-  __half* v_tile = reinterpret_cast<__half*>(smem + S::kVOffset);
+  __half* const v_tiles = reinterpret_cast<__half*>(smem + S::kVOffset);
   float* meta = reinterpret_cast<float*>(smem + S::kMetaOffset);
   std::uint8_t* lut = smem + S::kLutOffset;
   __shared__ std::uint32_t centroid_half[16];
@@ -268,6 +270,10 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
       const int step_tok = range.begin + step * S::kStep;
       const int tok0 = step_tok + warp * T::kTile;
       const bool mine = step < my_tiles;
+      __half* const v_tile = v_tiles + step % S::kValueBuffers * (S::kTileBytes / 2);
+#if TURBOQUANT_HAVE_WGMMA
+      if constexpr (S::kValueBuffers == 1) wgmma_wait_all();  // the previous O product read this V^T tile
+#endif
       if (mine) {
         loader.wait();
         __syncwarp();
@@ -275,7 +281,10 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
         loader.commit();
         issue_stage = issue_stage == last_stage ? stages : issue_stage + T::kStageBytes;
       }
-      __syncthreads();  // every warp is done reading the previous step's tiles (and the prepared query)
+      // Every warp is done reading the previous step's K and metadata (and the
+      // prepared query), and the V^T tile of two steps back (its O product
+      // waited for with the previous S product).
+      __syncthreads();
       if (mine) {
         wide_dequantize<T>(stage, st, lut, lut_lane_off, tok0, min(T::kTile, range.end - tok0), rows.attended.begin,
                            warp * T::kTile, k_tile, v_tile, meta, g, c);
@@ -291,6 +300,10 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
     }
   };
   with_stage<T>(p, kv_head, g, c, run);
+#if TURBOQUANT_HAVE_WGMMA
+  wgmma_wait_all();  // the last O product
+  wgmma_pin(w.o);
+#endif
   loader.drain();
   pdl_launch_dependents();
 

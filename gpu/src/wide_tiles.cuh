@@ -48,7 +48,7 @@ constexpr bool wide_maps_are_bijections() {
 }
 
 // Shared memory of a wide block: the warps' pipeline stages, the step's K
-// [64 tokens][D] and V^T [D][64 tokens] fp16 tiles, the step's per-token key
+// [64 tokens][D] and one or two V^T [D][64 tokens] fp16 tiles (kValueBuffers), the step's per-token key
 // norm, value scale and zero, and the pair table. The prepared query
 // (kWideColumns x D floats) lives in the tile region before the loop, the
 // block's O (kWideColumns x kOPitch floats) after it.
@@ -86,12 +86,23 @@ struct WideSmem {
   }
   static constexpr int kTileBytes = kStep * D * 2;
   static constexpr int kOPitch = D + 4;  // floats per row of the epilogue's O (in the tile region)
-  static constexpr int kRegionBytes = (2 * kTileBytes > kWideColumns * kOPitch * 4 ? 2 * kTileBytes
-                                                                                    : kWideColumns * kOPitch * 4);
   static constexpr int kPipeBytes = T::kPipeBytes;
   static constexpr int kKOffset = (kPipeBytes + 127) / 128 * 128;
   static constexpr int kVOffset = kKOffset + kTileBytes;
-  static constexpr int kMetaOffset = kKOffset + (kRegionBytes + 127) / 128 * 128;
+  // The bytes of a block with `buffers` V^T tiles.
+  static constexpr int bytes_with(int buffers) {
+    const int region = (1 + buffers) * kTileBytes > kWideColumns * kOPitch * 4 ? (1 + buffers) * kTileBytes
+                                                                                : kWideColumns * kOPitch * 4;
+    return kKOffset + (region + 127) / 128 * 128 + 3 * kStep * 4 + T::kLutBytes;
+  }
+  // Two V^T tiles where two blocks still fit an SM (kBlockBudget), so that a
+  // step's O product reads one while the next step's tile is written to the
+  // other (wide_decode_kernel); one where they would not (AoS 4-bit: its
+  // larger stages).
+  static constexpr int kBlockBudget = 227 * 1024 / 2 - 1024 - 128;  // two blocks, their reserved 1 KB and static 64 B
+  static constexpr int kValueBuffers = bytes_with(2) <= kBlockBudget ? 2 : 1;
+  static constexpr int kRegionBytes = bytes_with(kValueBuffers) - kKOffset - 3 * kStep * 4 - T::kLutBytes;
+  static constexpr int kMetaOffset = kKOffset + kRegionBytes;
   static constexpr int kLutOffset = kMetaOffset + 3 * kStep * 4;
   static constexpr int kBytes = kLutOffset + T::kLutBytes;
   static_assert(kWideColumns * D * 4 <= kMetaOffset - kKOffset, "the prepared query fits the tile region");

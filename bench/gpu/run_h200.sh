@@ -27,8 +27,12 @@
 #   ncusrc    ncu's source counters (per CUDA line and per SASS instruction, CSV) of the kernel of
 #             TQ_NCU_SRC_CASE (default 1x4096:16; shape:q_len[:policy], as ncuwide); build with
 #             TQ_CUDA_FLAGS=-lineinfo for the CUDA lines
-#   dram      ncu's DRAM and L2 bytes of the fast decode, 16x32768, SoA and AoS, 4bit_nc and k8v4
-#             (dram.log; PERFORMANCE.md round 14)
+#   pace      bench_gpu --mode fast (TQ_PACE_MODES: and strict) of SoA, then of AoS under each TQ_PACE_CONFIGS
+#             (TQ_PACE_STRICT_CONFIGS) entry (cluster:pace_tiles:promotion:force: TQ_FAST_CLUSTER,
+#             TQ_FAST_PACE, TQ_FAST_AOS_PROMOTION, TQ_FAST_CLUSTER_FORCE), interleaved
+#             TQ_COMPARE_ROUNDS times (default 3; shapes TQ_PACE_SHAPES; table: pace_table.py)
+#   dram      ncu's DRAM and L2 bytes of the fast decode, 16x32768, SoA and AoS (under each
+#             TQ_DRAM_CONFIGS pacing), 4bit_nc and k8v4 (dram.log; PERFORMANCE.md rounds 14 and 20)
 #   TQ_CUDA_ARCH     CMAKE_CUDA_ARCHITECTURES of the build (default 90a: the wide kernel's wgmma;
 #                    90 builds it with mma.sync)
 #   TQ_TEST_FILTER   gtest filter of the test step (default: all of test_gpu)
@@ -111,14 +115,33 @@ loader() {
     TQ_FAST_LOADER=cp.async $B/bench/gpu/bench_gpu "${args[@]}" --csv "$OUT/loader-cpasync-$i.csv" || return 1
   done
 }
+pace() {
+  local rounds=${TQ_COMPARE_ROUNDS:-3} i cfg c t pr f mode configs shapes=(--shape "${TQ_PACE_SHAPES:-1x4096,32x8192,16x32768}")
+  for ((i = 1; i <= rounds; ++i)); do
+    for mode in ${TQ_PACE_MODES:-fast}; do
+      $B/bench/gpu/bench_gpu --mode $mode "${shapes[@]}" --layout soa --csv "$OUT/pace-$mode-soa-$i.csv" > /dev/null || return 1
+      configs=${TQ_PACE_CONFIGS:-1:4:none:0 8:4:none:0 8:4:128:0 8:1:none:0 8:16:none:0 8:64:none:0}
+      [[ $mode == strict ]] && configs=${TQ_PACE_STRICT_CONFIGS:-1:4:none:0 2:4:none:1 4:4:none:1 8:4:none:1}
+      for cfg in $configs; do
+        IFS=: read -r c t pr f <<< "$cfg"
+        TQ_FAST_CLUSTER=$c TQ_FAST_PACE=$t TQ_FAST_AOS_PROMOTION=$pr TQ_FAST_CLUSTER_FORCE=$f $B/bench/gpu/bench_gpu \
+          --mode $mode "${shapes[@]}" --layout aos --csv "$OUT/pace-$mode-aos-c$c-t$t-p$pr-f$f-$i.csv" > /dev/null || return 1
+      done
+    done
+  done
+}
 dram() {
   local m=dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum
-  local preset layout
+  local preset cfg c f
   for preset in 4bit_nc k8v4; do
-    for layout in soa aos; do
-      echo "== $preset $layout"
-      ncu --clock-control none -k regex:fast_decode --launch-count 1 --metrics $m $B/bench/gpu/bench_gpu --reps 1 \
-        --mode fast --preset $preset --shape 16x32768 --layout $layout || return 1
+    echo "== $preset soa"
+    ncu --clock-control none -k regex:fast_decode --launch-count 1 --metrics $m $B/bench/gpu/bench_gpu --reps 1 \
+      --mode fast --preset $preset --shape 16x32768 --layout soa || return 1
+    for cfg in ${TQ_DRAM_CONFIGS:-8:0 1:0 8:1 2:1}; do  # max cluster:force (TQ_FAST_CLUSTER, TQ_FAST_CLUSTER_FORCE)
+      IFS=: read -r c f <<< "$cfg"
+      echo "== $preset aos TQ_FAST_CLUSTER=$c TQ_FAST_CLUSTER_FORCE=$f"
+      TQ_FAST_CLUSTER=$c TQ_FAST_CLUSTER_FORCE=$f ncu --clock-control none -k regex:fast_decode --launch-count 1 \
+        --metrics $m $B/bench/gpu/bench_gpu --reps 1 --mode fast --preset $preset --shape 16x32768 --layout aos || return 1
     done
   done
 }
@@ -142,7 +165,7 @@ ncusrc() {
   ncu -i /tmp/tq-ncusrc.ncu-rep --page source --csv --print-source cuda > "$OUT/ncusrc-cuda.csv" || return 1
   ncu -i /tmp/tq-ncusrc.ncu-rep --page source --csv --print-source sass | gzip > "$OUT/ncusrc-sass.csv.gz"
 }
-export -f build compare wide loader dram ncuwide ncusrc
+export -f build compare wide loader pace dram ncuwide ncusrc
 export B OUT steps
 has build && { run_step build 300 bash -c build || { log "build failed"; exit 1; }; }
 has test && run_step test 200 $B/tests/test_gpu --gtest_color=no --gtest_filter="${TQ_TEST_FILTER:-*}"
@@ -159,6 +182,7 @@ has wide && run_step wide 240 bash -c wide
 has loader && run_step loader 240 bash -c loader
 has ncuwide && run_step ncuwide 150 bash -c ncuwide
 has ncusrc && run_step ncusrc 120 bash -c ncusrc
+has pace && run_step pace 240 bash -c pace
 has dram && run_step dram 150 bash -c dram
 has ctest && run_step ctest 300 bash -c "cd $B && ctest -j16 --output-on-failure"
 has sdpa && PYTHONUNBUFFERED=1 run_step sdpa 90 python3 bench/gpu/sdpa_baseline.py --csv "$OUT/sdpa.csv"

@@ -84,6 +84,44 @@ void set_wide_policy(WidePolicy policy) { g_wide_policy.store(static_cast<int>(p
 
 namespace {
 
+// -1: not read from the environment yet.
+std::atomic<int> g_max_cluster{-1};
+std::atomic<int> g_pace_tiles{-1};
+std::atomic<int> g_force_cluster{-1};
+
+int positive_from_environment(const char* name, int fallback, int limit) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  const long n = std::strtol(v, nullptr, 10);
+  return n >= 1 && n <= limit ? static_cast<int>(n) : fallback;
+}
+
+int load_once(std::atomic<int>& slot, const char* name, int fallback, int limit) {
+  int v = slot.load(std::memory_order_relaxed);
+  if (v < 0) {
+    int unset = -1;
+    slot.compare_exchange_strong(unset, positive_from_environment(name, fallback, limit));
+    v = slot.load(std::memory_order_relaxed);
+  }
+  return v;
+}
+
+}  // namespace
+
+PacePolicy pace_policy() {
+  return PacePolicy{load_once(g_max_cluster, "TQ_FAST_CLUSTER", kPaceMaxCluster, kPaceMaxCluster),
+                    load_once(g_pace_tiles, "TQ_FAST_PACE", kPaceTiles, 1 << 20),
+                    load_once(g_force_cluster, "TQ_FAST_CLUSTER_FORCE", 0, 1) == 1};
+}
+
+void set_pace_policy(PacePolicy policy) {
+  g_max_cluster.store(std::clamp(policy.max_cluster, 1, kPaceMaxCluster), std::memory_order_relaxed);
+  g_pace_tiles.store(std::max(policy.pace_tiles, 1), std::memory_order_relaxed);
+  g_force_cluster.store(policy.force ? 1 : 0, std::memory_order_relaxed);
+}
+
+namespace {
+
 // One wave of the fast grid for `column_tiles` column tiles: its units (row
 // blocks x KV heads x head chunks; with query_start_loc about rows / R row
 // blocks do work, the grid's others idle) and the blocks the device holds at once.
@@ -98,6 +136,30 @@ FastWave fast_wave(const core::BlockLayout& l, bool has_query_start_loc, int row
   const std::int64_t row_blocks = (std::int64_t{rows} + rows_per_block - 1) / rows_per_block;
   return FastWave{row_blocks * l.num_kv_heads * chunks,
                   std::int64_t{device_sm_count()} * fast_decode_occupancy(l.format, tensor_copy, column_tiles, warps)};
+}
+
+// The cluster of the AoS head pacing (cluster_pace.cuh) for grid y = grid_y,
+// or 1. Paced: the single-token kernel's tensor-copy instances (AoS 4bit_nc
+// and k3v4_nc), whose boxes read whole 16-byte units around every slot; on
+// an H100 pacing made them 0.82-0.88x as long at 16 x 32768 and 32 x 8192,
+// while the cp.async instances gained at most 3% (k8v4) or lost 7-10%
+// (3bit_nc), and the multi-token rows' two-tile instance lost 7% (PERFORMANCE.md
+// round 20). The cluster is the largest the policy allows whose clusters the
+// device holds as many blocks of as it holds single blocks, so that pacing
+// never costs resident warps (clusters of 8 of the 4-bit instance held 240 of
+// its 264 blocks there).
+int pace_cluster_for(const core::BlockLayout& l, int grid_y, bool single_token, bool tensor_copy, int column_tiles,
+                     int warps) {
+  if (!l.aos() || !single_token || !tensor_copy || !device_has_tensor_copies()) return 1;
+  const std::int64_t blocks =
+      std::int64_t{device_sm_count()} * fast_decode_occupancy(l.format, tensor_copy, column_tiles, warps);
+  const PacePolicy policy = pace_policy();
+  // Each halving still divides grid_y.
+  for (int c = pace_cluster_size(grid_y, policy.max_cluster); c > 1; c /= 2) {
+    const int resident = fast_decode_cluster_residency(l.format, tensor_copy, column_tiles, warps, c);
+    if (resident > 0 && (policy.force || resident >= blocks)) return c;
+  }
+  return 1;
 }
 
 std::size_t shape_bytes(std::int64_t count, std::size_t element_bytes) {
@@ -290,7 +352,17 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
     }
     if (p.fast_warps == 0) splits = splits_for(0);
     p.plan_splits = static_cast<int>(splits);
+    const bool single_token = !out->has_query_start_loc && a.sliding_window == 0;  // the kRows = false kernel
+    p.pace_cluster = pace_cluster_for(l, l.num_kv_heads * p.chunks_per_kv_head, single_token, p.tensor_copy,
+                                      column_tiles, p.fast_warps);
+    // Paced blocks read their neighbours' lines close in time: promote the
+    // tiles' reads to whole L2 lines again (tensor_maps.hpp).
+    if (p.pace_cluster > 1 && !encode_tensor_maps(l, cache.data, cache.num_blocks, &out->maps, true)) {
+      p.tensor_copy = encode_tensor_maps(l, cache.data, cache.num_blocks, &out->maps, false);
+      if (!p.tensor_copy) p.pace_cluster = 1;
+    }
   }
+  p.pace_tiles = pace_policy().pace_tiles;
   p.query_factor = core::mul_rn(a.softmax_scale, core::kLog2e);
   p.codebook = *cb;
   if (out->fast && !l.format.fp8_keys()) {  // params.hpp: the pair table's scaled centroids

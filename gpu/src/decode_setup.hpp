@@ -55,6 +55,21 @@ enum class WidePolicy { kAuto, kOff, kForce };
 WidePolicy wide_policy();
 void set_wide_policy(WidePolicy policy);
 
+// The AoS head pacing of the decode plans (cluster_pace.cuh): clusters of at
+// most max_cluster blocks (1: none), pace_tiles tiles between a warp's
+// arrivals; force: the fast plan takes max_cluster (where it divides grid y)
+// even where the device holds fewer blocks in clusters of that size.
+// TQ_FAST_CLUSTER=<n>, TQ_FAST_PACE=<n> and TQ_FAST_CLUSTER_FORCE=1 set the
+// process's policy at its first plan (the benchmarks' A/B); the tests set it
+// with set_pace_policy. It changes when blocks run, never what a call computes.
+struct PacePolicy {
+  int max_cluster = kPaceMaxCluster;
+  int pace_tiles = kPaceTiles;
+  bool force = false;
+};
+PacePolicy pace_policy();
+void set_pace_policy(PacePolicy policy);
+
 inline int heads_per_block(bool fast, int group) { return fast ? kFastHeadsPerBlock : strict_heads_per_block(group); }
 
 // Whether a decode of this cache in this mode runs the fast kernel.

@@ -50,15 +50,27 @@ Status launch_decode(const DecodeParams& p, bool fast, const FastTensorMaps& map
   });
 }
 
-int fast_decode_occupancy(const core::Format& f, bool tensor_copy, int column_tiles, int warps) {
+namespace {
+
+int fast_residency(const core::Format& f, bool tensor_copy, int column_tiles, int warps, int cluster) {
   int blocks = 0;
   (void)dispatch_head_dim(HeadDims{}, f.head_dim, "decode", [&](auto d) {
     constexpr int D = decltype(d)::value;
-    blocks = tensor_copy ? fast_decode_occupancy_dim<D, true>(f, column_tiles, warps)
-                        : fast_decode_occupancy_dim<D, false>(f, column_tiles, warps);
+    blocks = tensor_copy ? fast_decode_occupancy_dim<D, true>(f, column_tiles, warps, cluster)
+                        : fast_decode_occupancy_dim<D, false>(f, column_tiles, warps, cluster);
     return Status();
   });
   return blocks;
+}
+
+}  // namespace
+
+int fast_decode_occupancy(const core::Format& f, bool tensor_copy, int column_tiles, int warps) {
+  return fast_residency(f, tensor_copy, column_tiles, warps, 1);
+}
+
+int fast_decode_cluster_residency(const core::Format& f, bool tensor_copy, int column_tiles, int warps, int cluster) {
+  return fast_residency(f, tensor_copy, column_tiles, warps, cluster);
 }
 
 bool device_has_tensor_copies() {

@@ -42,6 +42,10 @@
 // each key's squared centroid norm: one more mma per k-step (the fragment's
 // fp16 squares times ones), then core::decoded_key_norm once per lane.
 //
+// AoS blocks of the KV heads of one split run as a cluster and keep pace
+// with each other (cluster_pace.cuh), so the token rows they share come from
+// DRAM once.
+//
 // Loaders: the cp.async pipeline above, or, where the format and strides allow
 // and the copies paid (tensor_box.hpp), tensor copies: one lane per warp
 // issues a tile's boxes into the same stage rows, completing on a barrier.
@@ -56,6 +60,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cluster_pace.cuh"
 #include "fast_epilogue.cuh"
 #include "fast_loader.cuh"
 #include "fast_mainloop.cuh"
@@ -69,11 +74,12 @@ template <class T, bool kRows, class Stage, class Loader>
 __device__ __forceinline__ void fast_tiles(FastWarpState<T> (&state)[T::kColumnTiles], Loader& loader,
                                            const FastTileInputs<T>& in, const Stage& stage, std::uint8_t* stages,
                                            std::uint8_t* issue_stage, core::TokenRange range, int warp, int my_tiles,
-                                           int g, int c) {
+                                           const ClusterPacer& pacer, int g, int c) {
   std::uint8_t* const last_stage = stages + (T::kStages - 1) * T::kStageBytes;
   const std::uint8_t* st = stages;
   int tok0 = range.begin + warp * T::kTile;
   for (int it = 0; it < my_tiles; ++it) {
+    pacer.before_tile(it);
     loader.wait();
     __syncwarp();
     if (it + T::kStages - 1 < my_tiles) loader.issue(issue_stage);
@@ -83,6 +89,7 @@ __device__ __forceinline__ void fast_tiles(FastWarpState<T> (&state)[T::kColumnT
     st = st == last_stage ? stages : st + T::kStageBytes;
     tok0 += T::kWarps * T::kTile;
   }
+  if (pacer.every != 0) pacer.finish(my_tiles, (range.size() + T::kTile * T::kWarps - 1) / (T::kTile * T::kWarps));
 }
 
 // kRows: the instance for query_start_loc rows and windows (FastRows); the
@@ -123,6 +130,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
   const int c = lane & 3;   // quad position: key chunk c; score columns (heads) 2c, 2c + 1
   const int num_tiles = (range.size() + T::kTile - 1) / T::kTile;
   const int my_tiles = num_tiles > warp ? (num_tiles - warp + T::kWarps - 1) / T::kWarps : 0;
+  const ClusterPacer pacer{T::kAos && p.pace_cluster > 1 ? p.pace_tiles : 0};  // SoA: compiled out
   std::uint8_t* const stages = work + warp * T::kStages * T::kStageBytes;
   using Loader = std::conditional_t<T::kTensorCopy, FastTensorLoader<T>, FastTileLoader<T>>;
   Loader loader = [&] {
@@ -150,7 +158,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     state[n].init();
   }
   with_stage<T>(p, kv_head, g, c, [&](const auto& stage) {
-    fast_tiles<T, kRows>(state, loader, in, stage, stages, issue_stage, range, warp, my_tiles, g, c);
+    fast_tiles<T, kRows>(state, loader, in, stage, stages, issue_stage, range, warp, my_tiles, pacer, g, c);
   });
   loader.drain();
   fast_write_partial<T>(p, state, FastPartialTarget{split, cols.count}, column_row, work, warp_max, warp_sum, tid);

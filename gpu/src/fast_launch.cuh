@@ -21,8 +21,29 @@ cudaError_t launch_fast_instance(const DecodeParams& p, const FastTensorMaps& ma
   if (attr != cudaSuccess) return attr;
   const auto row_blocks = fast_row_blocks(p.query_start_loc != nullptr, p.rows, p.batch, p.fast_rows_per_block);
   const dim3 grid(p.plan_splits, p.layout.num_kv_heads * p.chunks_per_kv_head, static_cast<unsigned>(row_blocks));
-  fast_decode_kernel<T, kRows><<<grid, T::kThreads, T::kSmemBytes, stream>>>(maps, p);
-  return cudaGetLastError();
+  if (p.pace_cluster <= 1) {
+    fast_decode_kernel<T, kRows><<<grid, T::kThreads, T::kSmemBytes, stream>>>(maps, p);
+    return cudaGetLastError();
+  }
+  // The blocks of one split and row block along grid y (the plan's cluster
+  // divides its extent): cluster_pace.cuh.
+  const ClusterLaunch launch(grid, T::kThreads, T::kSmemBytes, stream, p.pace_cluster);
+  return cudaLaunchKernelEx(&launch.config, fast_decode_kernel<T, kRows>, maps, p);
+}
+
+// Clusters of `cluster` blocks of the instance the device holds at once (0 on
+// error or where clusters are not supported), cached per device and size.
+template <class T, bool kRows>
+int fast_resident_clusters(int cluster) {
+  static PerDeviceInt attr_cache;
+  static PerDeviceInt clusters_cache[kPaceMaxCluster + 1];
+  if (cluster < 1 || cluster > kPaceMaxCluster) return 0;
+  return clusters_cache[cluster].get([&] {
+    if (set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T, kRows>, T::kSmemBytes) != cudaSuccess) return 0;
+    const ClusterLaunch launch(dim3(1, static_cast<unsigned>(cluster), 1), T::kThreads, T::kSmemBytes, nullptr, cluster);
+    int n = 0;
+    return cudaOccupancyMaxActiveClusters(&n, fast_decode_kernel<T, kRows>, &launch.config) == cudaSuccess ? n : 0;
+  });
 }
 
 // The wide kernel of T's format (wide_decode.cuh): grid (splits, Hk, row blocks).
@@ -121,8 +142,11 @@ Status launch_fast_decode_dim(const DecodeParams& p, const FastTensorMaps& maps,
   });
 }
 
+// Resident blocks of the format's instance: per SM (cluster 1), or in
+// clusters of `cluster` blocks on the whole device (fast_resident_clusters
+// times cluster).
 template <int D, bool kTensorCopyInstances>
-int fast_decode_occupancy_dim(const core::Format& f, int column_tiles, int warps) {
+int fast_decode_occupancy_dim(const core::Format& f, int column_tiles, int warps, int cluster) {
   int blocks = 0;
   (void)dispatch_fast<D, kTensorCopyInstances>(f, kTensorCopyInstances, "fast decode", [&](auto traits) {
     using T = decltype(traits);
@@ -134,11 +158,14 @@ int fast_decode_occupancy_dim(const core::Format& f, int column_tiles, int warps
     }
     if constexpr (fast_has_two_column_tiles(D)) {
       if (column_tiles == 2) {
-        blocks = with_two_tile_instance<T>(warps, [](auto two) { return fast_occupancy<decltype(two)>(); });
+        blocks = with_two_tile_instance<T>(warps, [&](auto two) {
+          using Two = decltype(two);
+          return cluster > 1 ? cluster * fast_resident_clusters<Two, true>(cluster) : fast_occupancy<Two>();
+        });
         return Status();
       }
     }
-    blocks = fast_occupancy<T>();
+    blocks = cluster > 1 ? cluster * fast_resident_clusters<T, false>(cluster) : fast_occupancy<T>();
     return Status();
   });
   return blocks;

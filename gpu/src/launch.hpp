@@ -32,7 +32,7 @@ Status launch_fast_decode_dim(const DecodeParams& p, const FastTensorMaps& maps,
 // Resident fast-decode blocks per SM of the format's instance on the current
 // device (0 if unknown or not instantiated).
 template <int D, bool kTensorCopy>
-int fast_decode_occupancy_dim(const core::Format& f, int column_tiles, int warps);
+int fast_decode_occupancy_dim(const core::Format& f, int column_tiles, int warps, int cluster);
 
 // dispatch_bits over p's bits for a launcher returning the launch's
 // cudaError_t (kDeviceError "<what>: ..." when it fails).
@@ -58,6 +58,9 @@ inline bool fast_decode_supported(int head_dim, int key_bits, int value_bits) {
 // Resident fast-decode blocks per SM for this format on the current device (0
 // if unknown); tensor_copy: of the tensor-copy instance.
 int fast_decode_occupancy(const core::Format& f, bool tensor_copy, int column_tiles = 1, int warps = 0);
+// Resident fast-decode blocks on the whole device when launched in clusters
+// of `cluster` blocks (cluster_pace.cuh; 0 if unknown or unsupported).
+int fast_decode_cluster_residency(const core::Format& f, bool tensor_copy, int column_tiles, int warps, int cluster);
 // Whether the current device has the Tensor Memory Accelerator (sm_90 and newer).
 bool device_has_tensor_copies();
 // Multiprocessors of the current device (cached per device; 0 on error).

@@ -6,8 +6,16 @@
 // flavours, must run the fast kernel (not the strict fallback) and stay
 // within relative L2 1e-3 of the golden model; AoS caches whose slots of one
 // head change their 4-byte phase take the strict kernel.
+#include "decode_setup.hpp"
+#include "device_decode.hpp"
 #include "tensor_box.hpp"
 #include "gpu_test_support.hpp"
+
+namespace turboquant::cuda::detail {  // gpu/src/launch.hpp (internal; its generated head_dims.hpp is not on this path)
+int device_sm_count();
+int fast_decode_occupancy(const core::Format& f, bool tensor_copy, int column_tiles, int warps);
+int fast_decode_cluster_residency(const core::Format& f, bool tensor_copy, int column_tiles, int warps, int cluster);
+}  // namespace turboquant::cuda::detail
 
 namespace {
 
@@ -99,6 +107,120 @@ TEST_F(GpuFastAos, E4b15KeysRunFast) {
           make_problem(Preset::kK8V4, dims, 32, 3, 4, {5, 700}, 99 + index++, layout, Fp8Format::kE4b15);
       SCOPED_TRACE(describe(p));
       EXPECT_EQ(expect_fast_matches(p), "cuda:fast");
+    }
+  }
+}
+
+// Sets the AoS head pacing (cluster_pace.cuh) for a scope.
+class PaceScope {
+ public:
+  explicit PaceScope(cuda::detail::PacePolicy policy) : before_(cuda::detail::pace_policy()) {
+    cuda::detail::set_pace_policy(policy);
+  }
+  ~PaceScope() { cuda::detail::set_pace_policy(before_); }
+  PaceScope(const PaceScope&) = delete;
+  PaceScope& operator=(const PaceScope&) = delete;
+
+ private:
+  cuda::detail::PacePolicy before_;
+};
+
+constexpr int kPaceMaxClusterForTests = cuda::detail::kPaceMaxCluster;
+
+bool device_has_clusters() {
+  int dev = 0, major = 0;
+  return cudaGetDevice(&dev) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+}
+
+// The cluster a fast plan of p gives its blocks (DecodeParams::pace_cluster);
+// window: a sliding window (the multi-token rows' kernel).
+int planned_cluster(const DecodeProblem& p, int window = 0) {
+  DeviceDecode d(p);
+  d.args.sliding_window = window;
+  cuda::DecodePlan::Impl impl;
+  const Status s = cuda::detail::make_plan(d.view(p), d.args, cuda::CudaMode::kFast, d.workspace, &impl);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  EXPECT_TRUE(impl.fast);
+  return impl.params.pace_cluster;
+}
+
+// Single-token plans of the AoS tensor-copy instances run the KV heads (and
+// head chunks) of a split as one cluster of a power of two up to 8 that
+// divides them, as large as holds as many resident blocks as single blocks
+// do (or the policy's limit, forced); the cp.async instances, SoA, windows
+// (the multi-token rows' kernel) and the policy's limit of 1, none.
+TEST_F(GpuFastAos, PlansPaceTheKvHeadsOfASplitInClusters) {
+  if (!device_has_clusters()) GTEST_SKIP() << "thread-block clusters need sm_90";
+  struct Case {
+    Preset preset;
+    int kv_heads, group;
+    LayoutKind layout;
+    int forced;  // the cluster of the forced policy
+  };
+  const Case cases[] = {{Preset::k4BitNc, 8, 4, LayoutKind::kAoS, 8},  {Preset::kK3V4Nc, 8, 1, LayoutKind::kAoS, 8},
+                        {Preset::k4BitNc, 8, 16, LayoutKind::kAoS, 8}, {Preset::kK8V4, 6, 4, LayoutKind::kAoS, 1},
+                        {Preset::k3BitNc, 2, 8, LayoutKind::kAoS, 1},  {Preset::k4BitNc, 8, 4, LayoutKind::kSoA, 1}};
+  const int sms = cuda::detail::device_sm_count();
+  unsigned seed = 31;
+  for (const Case& c : cases) {
+    const DecodeProblem p = make_problem(c.preset, 128, 16, c.kv_heads, c.group, {700, 33}, seed++, c.layout);
+    SCOPED_TRACE(describe(p));
+    const bool tensor_copy = cuda::detail::tensor_copy_fits(p.layout);
+    EXPECT_EQ(tensor_copy, c.layout == LayoutKind::kAoS && c.forced > 1);
+    const int blocks = sms * cuda::detail::fast_decode_occupancy(p.layout.format, tensor_copy, 1, 0);
+    std::printf("  %-56s resident blocks %d; in clusters of 2, 4, 8: %d, %d, %d\n", describe(p).c_str(), blocks,
+                cuda::detail::fast_decode_cluster_residency(p.layout.format, tensor_copy, 1, 0, 2),
+                cuda::detail::fast_decode_cluster_residency(p.layout.format, tensor_copy, 1, 0, 4),
+                cuda::detail::fast_decode_cluster_residency(p.layout.format, tensor_copy, 1, 0, 8));
+    const int planned = planned_cluster(p);
+    if (c.forced == 1) {
+      EXPECT_EQ(planned, 1);
+    } else if (planned > 1) {
+      EXPECT_EQ(p.layout.num_kv_heads * ((c.group + 7) / 8) % planned, 0);
+      EXPECT_GE(cuda::detail::fast_decode_cluster_residency(p.layout.format, tensor_copy, 1, 0, planned), blocks);
+    }
+    {
+      const PaceScope forced({kPaceMaxClusterForTests, 1, true});
+      EXPECT_EQ(planned_cluster(p), c.forced);
+      EXPECT_EQ(planned_cluster(p, 100), 1);
+    }
+    const PaceScope off({1, 1, false});
+    EXPECT_EQ(planned_cluster(p), 1);
+  }
+}
+
+// Pacing changes when blocks run, never a bit of what they write (the plan's
+// splits do not depend on it): every forced cluster size and pace gives the
+// unpaced decode's output and LSE bitwise (single-token rows of the
+// tensor-copy instances, block sizes 16 and 32; lengths around tile, split
+// and pacing-round edges).
+TEST_F(GpuFastAos, PacingChangesNoBit) {
+  unsigned seed = 77;
+  for (const auto& [preset, group, block_size] : {std::tuple{Preset::k4BitNc, 4, 16}, std::tuple{Preset::kK3V4Nc, 1, 16},
+                                                  std::tuple{Preset::k4BitNc, 16, 32}, std::tuple{Preset::kK3V4Nc, 4, 32}}) {
+    const DecodeProblem p =
+        make_problem(preset, 128, block_size, 8, group, {1, 17, 300, 2049, 1027}, seed++, LayoutKind::kAoS);
+    SCOPED_TRACE(describe(p));
+    auto run = [&](cuda::detail::PacePolicy policy, std::vector<std::uint8_t>& out, std::vector<float>& lse) {
+      const PaceScope scope(policy);
+      if (device_has_clusters()) EXPECT_EQ(planned_cluster(p) > 1, policy.max_cluster > 1 && policy.force);
+      const DecodeArgs a = p.args(DType::kFloat32, out, lse);
+      EXPECT_STREQ(cuda::decode_kernel_name(p.view(), a, cuda::CudaMode::kFast), "cuda:fast");
+      const Status st = cuda::decode_from_host(p.view(), a, cuda::CudaMode::kFast);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+    };
+    std::vector<std::uint8_t> want;
+    std::vector<float> want_lse;
+    run({1, 1, false}, want, want_lse);
+    for (const cuda::detail::PacePolicy policy : {cuda::detail::PacePolicy{8, 1, true}, cuda::detail::PacePolicy{2, 3, true},
+                                                  cuda::detail::PacePolicy{4, 64, true}}) {
+      SCOPED_TRACE("cluster " + std::to_string(policy.max_cluster) + ", pace " + std::to_string(policy.pace_tiles));
+      std::vector<std::uint8_t> out;
+      std::vector<float> lse;
+      run(policy, out, lse);
+      EXPECT_EQ(out, want);
+      EXPECT_EQ(0, std::memcmp(lse.data(), want_lse.data(), lse.size() * sizeof(float)));
     }
   }
 }

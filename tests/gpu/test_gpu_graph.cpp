@@ -15,10 +15,12 @@ namespace {
 
 using namespace tq_gpu_test;
 
-void replay_and_check(cuda::CudaMode mode) {
+// layout, kv_heads: AoS with 8 KV heads takes the tensor copies and, on sm_90,
+// the cluster launch of the head pacing (cluster_pace.cuh).
+void replay_and_check(cuda::CudaMode mode, LayoutKind layout = LayoutKind::kSoA, int kv_heads = 4) {
   // Fixed capacity: batch 4, up to 3000 tokens per sequence.
   const std::vector<int> capacity = {3000, 3000, 3000, 3000};
-  DecodeProblem p = make_problem(Preset::k4BitNc, 128, 16, 4, 4, capacity, 99);
+  DecodeProblem p = make_problem(Preset::k4BitNc, 128, 16, kv_heads, 4, capacity, 99, layout);
   DeviceDecode d(p);
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreate(&stream));
@@ -46,7 +48,7 @@ void replay_and_check(cuda::CudaMode mode) {
     p.seq_lens[replay % 4] = replay == 0 ? 0 : p.seq_lens[replay % 4];
     set_query_dtype(p, DType::kFloat32, 100 + replay);
     if (replay == 2) {  // new cache contents too
-      DecodeProblem q = make_problem(Preset::k4BitNc, 128, 16, 4, 4, capacity, 1234);
+      DecodeProblem q = make_problem(Preset::k4BitNc, 128, 16, kv_heads, 4, capacity, 1234, layout);
       p.cache = q.cache;
       CUDA_OK(cudaMemcpy(d.cache.p, p.cache.data(), p.cache.size(), cudaMemcpyHostToDevice));
     }
@@ -69,6 +71,11 @@ TEST(GpuGraph, StrictDecodeReplays) {
 TEST(GpuGraph, FastDecodeReplays) {
   TQ_REQUIRE_DEVICE();
   replay_and_check(cuda::CudaMode::kFast);
+}
+
+TEST(GpuGraph, FastAosDecodeReplaysWithPacedClusters) {
+  TQ_REQUIRE_DEVICE();
+  replay_and_check(cuda::CudaMode::kFast, LayoutKind::kAoS, 8);
 }
 
 TEST(GpuApi, HostChecksNameTheBadArgument) {

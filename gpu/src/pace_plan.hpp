@@ -1,0 +1,24 @@
+// How the fast decode's blocks of one split are grouped into thread-block
+// clusters that keep pace (cluster_pace.cuh), for the host and the device.
+#pragma once
+
+#include "turboquant/core/hd.hpp"
+
+namespace turboquant::cuda::detail {
+
+// The AoS head pacing of the fast decode (cluster_pace.cuh): the blocks of a
+// split's KV heads (grid y) run as clusters of a power of two up to the limit
+// (8: the portable cluster size) that divides grid y, and a warp arrives at
+// the cluster barrier every kPaceTiles of its tiles.
+inline constexpr int kPaceMaxCluster = 8;
+inline constexpr int kPaceTiles = 1;  // measured: 1 beat 4, 16 and 64 (PERFORMANCE.md round 20)
+TQ_HD constexpr int pace_cluster_size(int grid_y, int limit) {
+  int c = 1;
+  while (2 * c <= limit && 2 * c <= kPaceMaxCluster && grid_y % (2 * c) == 0) c *= 2;
+  return c;
+}
+static_assert(pace_cluster_size(8, 8) == 8 && pace_cluster_size(16, 8) == 8 && pace_cluster_size(12, 8) == 4 &&
+              pace_cluster_size(6, 8) == 2 && pace_cluster_size(1, 8) == 1 && pace_cluster_size(8, 4) == 4 &&
+              pace_cluster_size(8, 1) == 1 && pace_cluster_size(32, 16) == 8);
+
+}  // namespace turboquant::cuda::detail

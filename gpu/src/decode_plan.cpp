@@ -144,16 +144,19 @@ FastWave fast_wave(const core::BlockLayout& l, bool has_query_start_loc, int row
 // an H100 pacing made them 0.82-0.88x as long at 16 x 32768 and 32 x 8192,
 // while the cp.async instances gained at most 3% (k8v4) or lost 7-10%
 // (3bit_nc), and the multi-token rows' two-tile instance lost 7% (PERFORMANCE.md
-// round 20). The cluster is the largest the policy allows whose clusters the
-// device holds as many blocks of as it holds single blocks, so that pacing
-// never costs resident warps (clusters of 8 of the 4-bit instance held 240 of
-// its 264 blocks there).
+// round 20), and only on devices of less DRAM bandwidth per SM than
+// kPaceMaxDramMbpsPerSm (an H100, not an H200). The cluster is the largest the
+// policy allows whose clusters the device holds as many blocks of as it holds
+// single blocks, so that pacing never costs resident warps (clusters of 8 of
+// the 4-bit instance held 240 of its 264 blocks there). A forced policy paces
+// wherever a cluster divides grid y.
 int pace_cluster_for(const core::BlockLayout& l, int grid_y, bool single_token, bool tensor_copy, int column_tiles,
                      int warps) {
   if (!l.aos() || !single_token || !tensor_copy || !device_has_tensor_copies()) return 1;
+  const PacePolicy policy = pace_policy();
+  if (!policy.force && device_dram_mbps_per_sm() >= kPaceMaxDramMbpsPerSm) return 1;
   const std::int64_t blocks =
       std::int64_t{device_sm_count()} * fast_decode_occupancy(l.format, tensor_copy, column_tiles, warps);
-  const PacePolicy policy = pace_policy();
   // Each halving still divides grid_y.
   for (int c = pace_cluster_size(grid_y, policy.max_cluster); c > 1; c /= 2) {
     const int resident = fast_decode_cluster_residency(l.format, tensor_copy, column_tiles, warps, c);

@@ -58,7 +58,8 @@ void set_wide_policy(WidePolicy policy);
 // The AoS head pacing of the decode plans (cluster_pace.cuh): clusters of at
 // most max_cluster blocks (1: none), pace_tiles tiles between a warp's
 // arrivals; force: the fast plan takes max_cluster (where it divides grid y)
-// even where the device holds fewer blocks in clusters of that size.
+// even on a device of much DRAM bandwidth per SM or where the device holds
+// fewer blocks in clusters of that size.
 // TQ_FAST_CLUSTER=<n>, TQ_FAST_PACE=<n> and TQ_FAST_CLUSTER_FORCE=1 set the
 // process's policy at its first plan (the benchmarks' A/B); the tests set it
 // with set_pace_policy. It changes when blocks run, never what a call computes.

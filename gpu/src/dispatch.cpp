@@ -96,6 +96,21 @@ int device_sm_count() {
   });
 }
 
+int device_dram_mbps_per_sm() {
+  static PerDeviceInt cache;
+  return cache.get([] {
+    int dev = 0, khz = 0, bits = 0;
+    const int sms = device_sm_count();
+    if (sms <= 0 || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess) {
+      return 0;
+    }
+    // Double data rate: two transfers of bits / 8 bytes per clock.
+    return static_cast<int>(2.0 * khz * 1e3 * (bits / 8) / 1e6 / sms);
+  });
+}
+
 }  // namespace turboquant::cuda::detail
 
 namespace turboquant::cuda {

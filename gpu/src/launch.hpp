@@ -65,6 +65,9 @@ int fast_decode_cluster_residency(const core::Format& f, bool tensor_copy, int c
 bool device_has_tensor_copies();
 // Multiprocessors of the current device (cached per device; 0 on error).
 int device_sm_count();
+// Peak DRAM bandwidth of the current device per multiprocessor, in MB/s
+// (2 x memory clock x bus width / SMs; cached per device; 0 on error).
+int device_dram_mbps_per_sm();
 
 cudaError_t launch_encode(const EncodeParams& p, cudaStream_t stream);
 

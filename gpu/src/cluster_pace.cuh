@@ -15,7 +15,8 @@
 // which is far less than L2 holds, so the shared lines are read from DRAM once.
 // Blocks of a cluster share their split and sequence (they differ in grid y
 // only), so they pass through the same number of pacing rounds; warps with one
-// tile less pass their last round without a tile.
+// tile less pass their last round without a tile. Which plans are paced, and
+// on which devices: decode_plan.cpp's pace_cluster_for.
 #pragma once
 
 #include <cuda_runtime.h>

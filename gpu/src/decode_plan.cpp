@@ -139,17 +139,18 @@ FastWave fast_wave(const core::BlockLayout& l, bool has_query_start_loc, int row
 }
 
 // The cluster of the AoS head pacing (cluster_pace.cuh) for grid y = grid_y,
-// or 1. Paced: the single-token kernel's tensor-copy instances (AoS 4bit_nc
-// and k3v4_nc), whose boxes read whole 16-byte units around every slot; on
-// an H100 pacing made them 0.82-0.88x as long at 16 x 32768 and 32 x 8192,
-// while the cp.async instances gained at most 3% (k8v4) or lost 7-10%
-// (3bit_nc), and the multi-token rows' two-tile instance lost 7% (PERFORMANCE.md
-// round 20), and only on devices of less DRAM bandwidth per SM than
-// kPaceMaxDramMbpsPerSm (an H100, not an H200). The cluster is the largest the
-// policy allows whose clusters the device holds as many blocks of as it holds
-// single blocks, so that pacing never costs resident warps (clusters of 8 of
-// the 4-bit instance held 240 of its 264 blocks there). A forced policy paces
-// wherever a cluster divides grid y.
+// or 1 (PERFORMANCE.md round 20 has the measurements).
+//   What: the single-token kernel's tensor-copy instances (AoS 4bit_nc and
+//   k3v4_nc), whose boxes read whole 16-byte units around every slot. On an
+//   H100 pacing made them 0.71-0.87x as long at 32 x 8192 and 16 x 32768; the
+//   cp.async instances gained at most 3% (k8v4) or lost 7-10% (3bit_nc), the
+//   multi-token rows' two-tile instance lost 7%.
+//   Where: devices of less DRAM bandwidth per SM than kPaceMaxDramMbpsPerSm
+//   (an H100; on an H200 the same plan cost 9-10%).
+//   Size: the largest cluster the policy allows of which the device holds as
+//   many blocks as of single blocks, so that pacing never costs resident warps
+//   (clusters of 8 of the 4-bit instance: 240 of its 264 blocks on both).
+// A forced policy paces wherever a cluster divides grid y.
 int pace_cluster_for(const core::BlockLayout& l, int grid_y, bool single_token, bool tensor_copy, int column_tiles,
                      int warps) {
   if (!l.aos() || !single_token || !tensor_copy || !device_has_tensor_copies()) return 1;

@@ -144,12 +144,13 @@ Status launch_fast_decode_dim(const DecodeParams& p, const FastTensorMaps& maps,
 
 // Resident blocks of the format's instance: per SM (cluster 1), or in
 // clusters of `cluster` blocks on the whole device (fast_resident_clusters
-// times cluster).
+// times cluster; single-token instances only, else 0).
 template <int D, bool kTensorCopyInstances>
 int fast_decode_occupancy_dim(const core::Format& f, int column_tiles, int warps, int cluster) {
   int blocks = 0;
   (void)dispatch_fast<D, kTensorCopyInstances>(f, kTensorCopyInstances, "fast decode", [&](auto traits) {
     using T = decltype(traits);
+    if (cluster > 1 && column_tiles != 1) return Status();  // never paced (pace_cluster_for): 0
     if constexpr (fast_has_two_column_tiles(D) && !T::kTensorCopy) {
       if (column_tiles == kFastWideColumnTiles) {
         blocks = wide_occupancy<T>();
@@ -158,10 +159,7 @@ int fast_decode_occupancy_dim(const core::Format& f, int column_tiles, int warps
     }
     if constexpr (fast_has_two_column_tiles(D)) {
       if (column_tiles == 2) {
-        blocks = with_two_tile_instance<T>(warps, [&](auto two) {
-          using Two = decltype(two);
-          return cluster > 1 ? cluster * fast_resident_clusters<Two, true>(cluster) : fast_occupancy<Two>();
-        });
+        blocks = with_two_tile_instance<T>(warps, [](auto two) { return fast_occupancy<decltype(two)>(); });
         return Status();
       }
     }

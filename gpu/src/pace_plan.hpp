@@ -14,7 +14,7 @@ inline constexpr int kPaceMaxCluster = 8;
 inline constexpr int kPaceTiles = 1;  // measured: 1 beat 4, 16 and 64 (PERFORMANCE.md round 20)
 // Pacing pays only where the heads' blocks drift apart: measured on an H100
 // (25.4 GB/s of DRAM bandwidth per SM; unpaced AoS 4bit_nc read 1.35-1.64x
-// SoA's DRAM bytes) it made the paced instances 0.82-0.88x as long, on an H200
+// SoA's DRAM bytes) it made the paced instances 0.71-0.87x as long, on an H200
 // (37.2 GB/s per SM; 1.05x SoA's bytes, round 14) 1.09-1.10x as long. Devices
 // below this bandwidth per SM are paced (two measured devices: a threshold
 // between them, not a fitted law).

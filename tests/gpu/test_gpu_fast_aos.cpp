@@ -126,8 +126,6 @@ class PaceScope {
   cuda::detail::PacePolicy before_;
 };
 
-constexpr int kPaceMaxClusterForTests = cuda::detail::kPaceMaxCluster;
-
 bool device_has_clusters() {
   int dev = 0, major = 0;
   return cudaGetDevice(&dev) == cudaSuccess &&
@@ -186,7 +184,7 @@ TEST_F(GpuFastAos, PlansPaceTheKvHeadsOfASplitInClusters) {
       EXPECT_GE(cuda::detail::fast_decode_cluster_residency(p.layout.format, tensor_copy, 1, 0, planned), blocks);
     }
     {
-      const PaceScope forced({kPaceMaxClusterForTests, 1, true});
+      const PaceScope forced({cuda::detail::kPaceMaxCluster, 1, true});
       EXPECT_EQ(planned_cluster(p), c.forced);
       EXPECT_EQ(planned_cluster(p, 100), 1);
     }

@@ -25,7 +25,7 @@ def main(directory):
     best = collections.defaultdict(dict)  # (mode, preset, shape) -> config -> us
     configs = []
     for path in sorted(pathlib.Path(directory).glob("pace-*.csv")):
-        m = re.match(r"pace-(\w+)-(soa|aos)(?:-(c\d+-t\d+-p\w+?(?:-f\d)?))?-\d+\.csv", path.name)
+        m = re.match(r"pace-(\w+)-(soa|aos)(?:-(c\d+-t\d+(?:-p[a-z0-9]+)?(?:-f\d)?))?-\d+\.csv", path.name)
         if not m:
             continue
         config = "soa" if m.group(2) == "soa" else m.group(3)

@@ -27,10 +27,10 @@
 #   ncusrc    ncu's source counters (per CUDA line and per SASS instruction, CSV) of the kernel of
 #             TQ_NCU_SRC_CASE (default 1x4096:16; shape:q_len[:policy], as ncuwide); build with
 #             TQ_CUDA_FLAGS=-lineinfo for the CUDA lines
-#   pace      bench_gpu --mode fast (TQ_PACE_MODES: and strict) of SoA, then of AoS under each TQ_PACE_CONFIGS
-#             (TQ_PACE_STRICT_CONFIGS) entry (cluster:pace_tiles:promotion:force: TQ_FAST_CLUSTER,
-#             TQ_FAST_PACE, TQ_FAST_AOS_PROMOTION, TQ_FAST_CLUSTER_FORCE), interleaved
-#             TQ_COMPARE_ROUNDS times (default 3; shapes TQ_PACE_SHAPES; table: pace_table.py)
+#   pace      bench_gpu --mode fast (TQ_PACE_MODES: also strict) of SoA, then of AoS under each
+#             TQ_PACE_CONFIGS entry (cluster:pace_tiles:force: TQ_FAST_CLUSTER, TQ_FAST_PACE,
+#             TQ_FAST_CLUSTER_FORCE), interleaved TQ_COMPARE_ROUNDS times (default 3; shapes
+#             TQ_PACE_SHAPES; table: pace_table.py)
 #   dram      ncu's DRAM and L2 bytes of the fast decode, 16x32768, SoA and AoS (under each
 #             TQ_DRAM_CONFIGS pacing), 4bit_nc and k8v4 (dram.log; PERFORMANCE.md rounds 14 and 20)
 #   TQ_CUDA_ARCH     CMAKE_CUDA_ARCHITECTURES of the build (default 90a: the wide kernel's wgmma;
@@ -116,16 +116,14 @@ loader() {
   done
 }
 pace() {
-  local rounds=${TQ_COMPARE_ROUNDS:-3} i cfg c t pr f mode configs shapes=(--shape "${TQ_PACE_SHAPES:-1x4096,32x8192,16x32768}")
+  local rounds=${TQ_COMPARE_ROUNDS:-3} i cfg c t f mode configs shapes=(--shape "${TQ_PACE_SHAPES:-1x4096,32x8192,16x32768}")
   for ((i = 1; i <= rounds; ++i)); do
     for mode in ${TQ_PACE_MODES:-fast}; do
       $B/bench/gpu/bench_gpu --mode $mode "${shapes[@]}" --layout soa --csv "$OUT/pace-$mode-soa-$i.csv" > /dev/null || return 1
-      configs=${TQ_PACE_CONFIGS:-1:4:none:0 8:4:none:0 8:4:128:0 8:1:none:0 8:16:none:0 8:64:none:0}
-      [[ $mode == strict ]] && configs=${TQ_PACE_STRICT_CONFIGS:-1:4:none:0 2:4:none:1 4:4:none:1 8:4:none:1}
-      for cfg in $configs; do
-        IFS=: read -r c t pr f <<< "$cfg"
-        TQ_FAST_CLUSTER=$c TQ_FAST_PACE=$t TQ_FAST_AOS_PROMOTION=$pr TQ_FAST_CLUSTER_FORCE=$f $B/bench/gpu/bench_gpu \
-          --mode $mode "${shapes[@]}" --layout aos --csv "$OUT/pace-$mode-aos-c$c-t$t-p$pr-f$f-$i.csv" > /dev/null || return 1
+      for cfg in ${TQ_PACE_CONFIGS:-8:1:0 1:1:0 8:1:1 2:1:1}; do
+        IFS=: read -r c t f <<< "$cfg"
+        TQ_FAST_CLUSTER=$c TQ_FAST_PACE=$t TQ_FAST_CLUSTER_FORCE=$f $B/bench/gpu/bench_gpu \
+          --mode $mode "${shapes[@]}" --layout aos --csv "$OUT/pace-$mode-aos-c$c-t$t-f$f-$i.csv" > /dev/null || return 1
       done
     done
   done

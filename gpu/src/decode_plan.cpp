@@ -359,12 +359,6 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
     const bool single_token = !out->has_query_start_loc && a.sliding_window == 0;  // the kRows = false kernel
     p.pace_cluster = pace_cluster_for(l, l.num_kv_heads * p.chunks_per_kv_head, single_token, p.tensor_copy,
                                       column_tiles, p.fast_warps);
-    // Paced blocks read their neighbours' lines close in time: promote the
-    // tiles' reads to whole L2 lines again (tensor_maps.hpp).
-    if (p.pace_cluster > 1 && !encode_tensor_maps(l, cache.data, cache.num_blocks, &out->maps, true)) {
-      p.tensor_copy = encode_tensor_maps(l, cache.data, cache.num_blocks, &out->maps, false);
-      if (!p.tensor_copy) p.pace_cluster = 1;
-    }
   }
   p.pace_tiles = pace_policy().pace_tiles;
   p.query_factor = core::mul_rn(a.softmax_scale, core::kLog2e);

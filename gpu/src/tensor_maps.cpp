@@ -28,29 +28,17 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 }
 
 // A 3-D map of bytes (dims[0] x dims[1] x dims[2], row strides[0], block
-// strides[1]) with boxes of box_x x box_y x 1, read with the given L2 promotion.
+// strides[1]) with boxes of box_x x box_y x 1.
 bool encode_bytes(PFN_cuTensorMapEncodeTiled_v12000 encode, CUtensorMap* map, const void* base, std::int64_t d0,
                   std::int64_t d1, std::int64_t d2, std::int64_t row_stride, std::int64_t block_stride, int box_x,
-                  int box_y, CUtensorMapL2promotion promotion) {
+                  int box_y) {
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d0), static_cast<cuuint64_t>(d1), static_cast<cuuint64_t>(d2)};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(row_stride), static_cast<cuuint64_t>(block_stride)};
   const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_x), static_cast<cuuint32_t>(box_y), 1};
   const cuuint32_t element_strides[3] = {1, 1, 1};
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(base), dims, strides, box, element_strides,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, promotion,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
-// Whether AoS tiles are read in whole L2 lines: where paced, unless
-// TQ_FAST_AOS_PROMOTION=none or =128 says otherwise (read once).
-bool aos_promotion(bool paced) {
-  static const int forced = [] {
-    const char* v = std::getenv("TQ_FAST_AOS_PROMOTION");
-    if (v != nullptr && std::strcmp(v, "128") == 0) return 1;
-    if (v != nullptr && std::strcmp(v, "none") == 0) return 0;
-    return -1;
-  }();
-  return forced < 0 ? paced : forced == 1;
 }
 
 }  // namespace
@@ -63,8 +51,7 @@ bool tensor_copies_enabled() {
   return enabled;
 }
 
-bool encode_tensor_maps(const core::BlockLayout& l, const void* cache, std::int64_t num_blocks, FastTensorMaps* maps,
-                        bool paced) {
+bool encode_tensor_maps(const core::BlockLayout& l, const void* cache, std::int64_t num_blocks, FastTensorMaps* maps) {
   if (!tensor_copy_fits(l) || num_blocks <= 0 || num_blocks > (std::int64_t{1} << 32) ||
       reinterpret_cast<std::uintptr_t>(cache) % 16 != 0) {
     return false;
@@ -72,11 +59,8 @@ bool encode_tensor_maps(const core::BlockLayout& l, const void* cache, std::int6
   const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   if (encode == nullptr) return false;
   *maps = FastTensorMaps{};
-  // AoS: whole lines only while paced (tensor_maps.hpp).
-  const CUtensorMapL2promotion tile_promotion = !l.aos() || aos_promotion(paced) ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
-                                                                                 : CU_TENSOR_MAP_L2_PROMOTION_NONE;
   if (!encode_bytes(encode, &maps->tiles, cache, l.token_stride(), l.block_size, num_blocks, l.token_stride(),
-                    l.block_bytes(), stage_row_bytes(l.format), core::kTileTokens, tile_promotion)) {
+                    l.block_bytes(), stage_row_bytes(l.format), core::kTileTokens)) {
     return false;
   }
   if (l.aos()) return true;
@@ -84,7 +68,7 @@ bool encode_tensor_maps(const core::BlockLayout& l, const void* cache, std::int6
   const int fields = l.format.meta_fields();
   return encode_bytes(encode, &maps->meta, static_cast<const std::uint8_t*>(cache) + l.meta_offset(),
                       2 * l.block_size, std::int64_t{l.num_kv_heads} * fields, num_blocks, 2 * l.block_size,
-                      l.block_bytes(), kMetaBoxBytes, fields, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+                      l.block_bytes(), kMetaBoxBytes, fields);
 }
 
 }  // namespace turboquant::cuda::detail

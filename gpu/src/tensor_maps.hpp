@@ -20,15 +20,8 @@ struct FastTensorMaps {
 
 // The maps of `cache` (num_blocks blocks of layout l, tensor_copy_fits(l),
 // 16-byte aligned); false when the driver offers no encoder or refuses (the
-// caller then keeps the cp.async loader). SoA tiles are read in whole
-// 128-byte L2 lines; AoS tiles only where `paced` (cluster_pace.cuh): a box
-// row is one KV head's slot inside the token's run of all heads' slots, and
-// the rest of its lines is only worth reading while the neighbouring heads'
-// blocks read them at about the same time (PERFORMANCE.md rounds 19 and 20).
-// TQ_FAST_AOS_PROMOTION=none or =128 overrides that for AoS (read once; the
-// benchmarks' A/B).
-bool encode_tensor_maps(const core::BlockLayout& l, const void* cache, std::int64_t num_blocks, FastTensorMaps* maps,
-                        bool paced = false);
+// caller then keeps the cp.async loader).
+bool encode_tensor_maps(const core::BlockLayout& l, const void* cache, std::int64_t num_blocks, FastTensorMaps* maps);
 
 // False when the environment sets TQ_FAST_LOADER=cp.async (read once): the
 // benchmarks' way to time both loaders in one process. It changes which

@@ -2,10 +2,8 @@
 // layer shape (make_plan), and the per-call launch (run_plan), which decode()
 // also goes through.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -59,69 +57,6 @@ float fast_centroid_scale(const Codebook& cb) {
 
 namespace {
 
-std::atomic<int> g_wide_policy{-1};  // -1: not read from the environment yet
-
-WidePolicy policy_from_environment() {
-  const char* v = std::getenv("TQ_FAST_WIDE");
-  if (v != nullptr && std::strcmp(v, "off") == 0) return WidePolicy::kOff;
-  if (v != nullptr && std::strcmp(v, "force") == 0) return WidePolicy::kForce;
-  return WidePolicy::kAuto;
-}
-
-}  // namespace
-
-WidePolicy wide_policy() {
-  int v = g_wide_policy.load(std::memory_order_relaxed);
-  if (v < 0) {
-    int unset = -1;
-    g_wide_policy.compare_exchange_strong(unset, static_cast<int>(policy_from_environment()));
-    v = g_wide_policy.load(std::memory_order_relaxed);
-  }
-  return static_cast<WidePolicy>(v);
-}
-
-void set_wide_policy(WidePolicy policy) { g_wide_policy.store(static_cast<int>(policy), std::memory_order_relaxed); }
-
-namespace {
-
-// -1: not read from the environment yet.
-std::atomic<int> g_max_cluster{-1};
-std::atomic<int> g_pace_tiles{-1};
-std::atomic<int> g_force_cluster{-1};
-
-int positive_from_environment(const char* name, int fallback, int limit) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  const long n = std::strtol(v, nullptr, 10);
-  return n >= 1 && n <= limit ? static_cast<int>(n) : fallback;
-}
-
-int load_once(std::atomic<int>& slot, const char* name, int fallback, int limit) {
-  int v = slot.load(std::memory_order_relaxed);
-  if (v < 0) {
-    int unset = -1;
-    slot.compare_exchange_strong(unset, positive_from_environment(name, fallback, limit));
-    v = slot.load(std::memory_order_relaxed);
-  }
-  return v;
-}
-
-}  // namespace
-
-PacePolicy pace_policy() {
-  return PacePolicy{load_once(g_max_cluster, "TQ_FAST_CLUSTER", kPaceMaxCluster, kPaceMaxCluster),
-                    load_once(g_pace_tiles, "TQ_FAST_PACE", kPaceTiles, 1 << 20),
-                    load_once(g_force_cluster, "TQ_FAST_CLUSTER_FORCE", 0, 1) == 1};
-}
-
-void set_pace_policy(PacePolicy policy) {
-  g_max_cluster.store(std::clamp(policy.max_cluster, 1, kPaceMaxCluster), std::memory_order_relaxed);
-  g_pace_tiles.store(std::max(policy.pace_tiles, 1), std::memory_order_relaxed);
-  g_force_cluster.store(policy.force ? 1 : 0, std::memory_order_relaxed);
-}
-
-namespace {
-
 // One wave of the fast grid for `column_tiles` column tiles: its units (row
 // blocks x KV heads x head chunks; with query_start_loc about rows / R row
 // blocks do work, the grid's others idle) and the blocks the device holds at once.
@@ -153,7 +88,7 @@ FastWave fast_wave(const core::BlockLayout& l, bool has_query_start_loc, int row
 // A forced policy paces wherever a cluster divides grid y.
 int pace_cluster_for(const core::BlockLayout& l, int grid_y, bool single_token, bool tensor_copy, int column_tiles,
                      int warps) {
-  if (!l.aos() || !single_token || !tensor_copy || !device_has_tensor_copies()) return 1;
+  if (!l.aos() || !single_token || !tensor_copy) return 1;  // tensor_copy: sm_90 and newer
   const PacePolicy policy = pace_policy();
   if (!policy.force && device_dram_mbps_per_sm() >= kPaceMaxDramMbpsPerSm) return 1;
   const std::int64_t blocks =
@@ -356,11 +291,11 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
     }
     if (p.fast_warps == 0) splits = splits_for(0);
     p.plan_splits = static_cast<int>(splits);
-    const bool single_token = !out->has_query_start_loc && a.sliding_window == 0;  // the kRows = false kernel
+    const bool single_token = !fast_rows_kernel(out->has_query_start_loc, a.sliding_window);
     p.pace_cluster = pace_cluster_for(l, l.num_kv_heads * p.chunks_per_kv_head, single_token, p.tensor_copy,
                                       column_tiles, p.fast_warps);
+    if (p.pace_cluster > 1) p.pace_tiles = pace_policy().pace_tiles;
   }
-  p.pace_tiles = pace_policy().pace_tiles;
   p.query_factor = core::mul_rn(a.softmax_scale, core::kLog2e);
   p.codebook = *cb;
   if (out->fast && !l.format.fp8_keys()) {  // params.hpp: the pair table's scaled centroids

@@ -87,8 +87,8 @@ cudaError_t launch_fast(const DecodeParams& p, const FastTensorMaps& maps, cudaS
           p.fast_warps, [&](auto two) { return launch_fast_instance<decltype(two), true>(p, maps, stream); });
     }
   }
-  return p.query_start_loc != nullptr || p.sliding_window != 0 ? launch_fast_instance<T, true>(p, maps, stream)
-                                                               : launch_fast_instance<T, false>(p, maps, stream);
+  const bool rows = fast_rows_kernel(p.query_start_loc != nullptr, p.sliding_window);
+  return rows ? launch_fast_instance<T, true>(p, maps, stream) : launch_fast_instance<T, false>(p, maps, stream);
 }
 
 // Resident blocks per SM of one instance on the current device (cached per

@@ -63,6 +63,12 @@ TQ_HD constexpr bool fast_deep_pays_off(std::int64_t max_seq_tokens, std::int64_
 static_assert(fast_deep_pays_off(32768, 1) && fast_deep_pays_off(4096, 4) && fast_deep_pays_off(8192, 2) &&
               !fast_deep_pays_off(4096, 16) && !fast_deep_pays_off(4096, 8) && !fast_deep_pays_off(512, 1));
 
+// Whether a fast decode runs the kRows instance (masked columns: multi-token
+// rows, windows) rather than the single-token one (fast_launch.cuh).
+TQ_HD constexpr bool fast_rows_kernel(bool has_query_start_loc, int sliding_window) {
+  return has_query_start_loc || sliding_window != 0;
+}
+
 // Multi-token rows (query_rows.cuh's FastRows): a block takes several rows of
 // one sequence as its mma columns, 8 per column tile.
 //

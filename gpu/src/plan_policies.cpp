@@ -1,0 +1,72 @@
+// The process-wide plan policies the benchmarks switch by environment
+// variable and the tests by their setters (decode_setup.hpp): the wide
+// multi-token kernel's (TQ_FAST_WIDE) and the AoS head pacing's
+// (TQ_FAST_CLUSTER, TQ_FAST_PACE, TQ_FAST_CLUSTER_FORCE). Each value is read
+// from the environment at its first use, then kept (lock-free: two threads
+// racing on the first use read the same value).
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "decode_setup.hpp"
+
+namespace turboquant::cuda::detail {
+namespace {
+
+// -1: not read from the environment yet.
+std::atomic<int> g_wide_policy{-1};
+std::atomic<int> g_max_cluster{-1};
+std::atomic<int> g_pace_tiles{-1};
+std::atomic<int> g_force_cluster{-1};
+
+// slot's value, from_environment() on the first call.
+template <class F>
+int load_once(std::atomic<int>& slot, F&& from_environment) {
+  int v = slot.load(std::memory_order_relaxed);
+  if (v < 0) {
+    int unset = -1;
+    slot.compare_exchange_strong(unset, from_environment());
+    v = slot.load(std::memory_order_relaxed);
+  }
+  return v;
+}
+
+// The integer in variable `name` if it lies in [1, limit], else fallback.
+int positive_from_environment(const char* name, int fallback, int limit) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  const long n = std::strtol(v, nullptr, 10);
+  return n >= 1 && n <= limit ? static_cast<int>(n) : fallback;
+}
+
+WidePolicy wide_policy_from_environment() {
+  const char* v = std::getenv("TQ_FAST_WIDE");
+  if (v != nullptr && std::strcmp(v, "off") == 0) return WidePolicy::kOff;
+  if (v != nullptr && std::strcmp(v, "force") == 0) return WidePolicy::kForce;
+  return WidePolicy::kAuto;
+}
+
+}  // namespace
+
+WidePolicy wide_policy() {
+  return static_cast<WidePolicy>(
+      load_once(g_wide_policy, [] { return static_cast<int>(wide_policy_from_environment()); }));
+}
+
+void set_wide_policy(WidePolicy policy) { g_wide_policy.store(static_cast<int>(policy), std::memory_order_relaxed); }
+
+PacePolicy pace_policy() {
+  return PacePolicy{
+      load_once(g_max_cluster, [] { return positive_from_environment("TQ_FAST_CLUSTER", kPaceMaxCluster, kPaceMaxCluster); }),
+      load_once(g_pace_tiles, [] { return positive_from_environment("TQ_FAST_PACE", kPaceTiles, 1 << 20); }),
+      load_once(g_force_cluster, [] { return positive_from_environment("TQ_FAST_CLUSTER_FORCE", 0, 1); }) == 1};
+}
+
+void set_pace_policy(PacePolicy policy) {
+  g_max_cluster.store(std::clamp(policy.max_cluster, 1, kPaceMaxCluster), std::memory_order_relaxed);
+  g_pace_tiles.store(std::max(policy.pace_tiles, 1), std::memory_order_relaxed);
+  g_force_cluster.store(policy.force ? 1 : 0, std::memory_order_relaxed);
+}
+
+}  // namespace turboquant::cuda::detail

@@ -37,8 +37,15 @@ if has pytest; then
 fi
 if has overhead; then
   log overhead
+  # Processes alternate between tensors borrowed through torch's DLPack exchange table
+  # (the package's way where torch publishes one) and DLPack capsules (TQ_PY_NO_EXCHANGE=1,
+  # the way before), so both see the same host.
   for i in 1 2 3; do
-    (cd python/bench && PYTHONPATH=../../$B/python timeout 60 "$PY" -c "import bench_python as b; b.overhead(1000)")
+    for mode in borrowed capsules; do
+      echo "-- process $i, $mode"
+      (cd python/bench && PYTHONPATH=../../$B/python $( [ $mode = capsules ] && echo env TQ_PY_NO_EXCHANGE=1 ) \
+        timeout 60 "$PY" -c "import bench_python as b; b.overhead(1000)")
+    done
   done > "$OUT/overhead.log" 2>&1
   log "overhead rc=$?"; cat "$OUT/overhead.log"
 fi

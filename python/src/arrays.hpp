@@ -11,16 +11,76 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "dlpack_exchange.hpp"
 #include "turboquant/dtype.hpp"
 
 namespace tqpy {
 
 namespace nb = nanobind;
 
-using InArray = nb::ndarray<nb::ro>;  // read by the library
-using OutArray = nb::ndarray<>;       // written by the library
+// An array argument for the length of one call: what the library reads of it
+// (data, device, dtype, shape, strides), with the accessors of nb::ndarray. An
+// array whose type publishes DLPack's C exchange table (torch.Tensor) is
+// borrowed through it: no capsule, no allocation, no Python call (its DLTensor
+// stays valid while the caller's reference does, i.e. for the call). Any other
+// array goes through nanobind's import (a DLPack capsule, __dlpack__, the
+// buffer protocol), which `import_` keeps alive.
+template <class Import>
+class ArrayRef {
+ public:
+  ArrayRef() = default;
+  static ArrayRef borrowed(const nb::dlpack::dltensor& view, const DlpackExchange* table) {
+    ArrayRef r;
+    r.view_ = view;
+    r.table_ = table;
+    return r;
+  }
+  static ArrayRef imported(Import a) {
+    ArrayRef r;
+    r.view_.data = const_cast<void*>(static_cast<const void*>(a.data()));  // the offset applied
+    r.view_.device = {a.device_type(), a.device_id()};
+    r.view_.ndim = static_cast<std::int32_t>(a.ndim());
+    r.view_.dtype = a.dtype();
+    r.view_.shape = const_cast<std::int64_t*>(a.shape_ptr());  // the import's, which r keeps
+    r.view_.strides = const_cast<std::int64_t*>(a.stride_ptr());
+    r.import_ = std::move(a);
+    return r;
+  }
+
+  nb::dlpack::dtype dtype() const { return view_.dtype; }
+  std::size_t ndim() const { return static_cast<std::size_t>(view_.ndim); }
+  std::size_t shape(std::size_t i) const { return static_cast<std::size_t>(view_.shape[i]); }
+  // In elements; a producer may leave the strides out for C order.
+  std::int64_t stride(std::size_t i) const {
+    if (view_.strides != nullptr) return view_.strides[i];
+    std::int64_t s = 1;
+    for (std::size_t d = i + 1; d < ndim(); ++d) s *= view_.shape[d];
+    return s;
+  }
+  std::size_t size() const {
+    std::size_t n = 1;
+    for (std::size_t d = 0; d < ndim(); ++d) n *= shape(d);
+    return n;
+  }
+  std::size_t nbytes() const { return (std::size_t{view_.dtype.bits} * view_.dtype.lanes * size() + 7) / 8; }
+  int device_type() const { return view_.device.device_type; }
+  int device_id() const { return view_.device.device_id; }
+  void* data() const { return static_cast<std::uint8_t*>(view_.data) + view_.byte_offset; }
+  // The exchange table the array was borrowed through (its producer's current
+  // stream), or null.
+  const DlpackExchange* exchange() const { return table_; }
+
+ private:
+  nb::dlpack::dltensor view_{};
+  const DlpackExchange* table_ = nullptr;
+  Import import_;
+};
+
+using InArray = ArrayRef<nb::ndarray<nb::ro>>;  // read by the library
+using OutArray = ArrayRef<nb::ndarray<>>;       // written by the library
 
 // Where an array lives: the CPU, or one CUDA device.
 struct Device {
@@ -67,3 +127,32 @@ Device common_device(std::initializer_list<const ArrayArg*> args);
 std::string shape_string(const std::vector<std::int64_t>& shape);
 
 }  // namespace tqpy
+
+namespace nanobind::detail {
+
+// Python -> tqpy::ArrayRef: the exchange table where the type has one, else
+// nanobind's ndarray caster (same flags, so the same conversions and errors).
+template <class Import>
+struct type_caster<tqpy::ArrayRef<Import>> {
+  NB_TYPE_CASTER(tqpy::ArrayRef<Import>, make_caster<Import>::Name)
+
+  template <class Flags>  // uint8_t or uint32_t, by nanobind version
+  bool from_python(handle src, Flags flags, cleanup_list* cleanup) noexcept {
+    const tqpy::DlpackExchange* table = nullptr;
+    if (auto view = tqpy::borrow_dltensor(src.ptr(), &table)) {
+      value = Value::borrowed(*view, table);
+      return true;
+    }
+    make_caster<Import> inner;
+    if (!inner.from_python(src, flags, cleanup)) return false;
+    value = Value::imported(std::move(inner.value));
+    return true;
+  }
+
+  static handle from_cpp(const Value&, rv_policy, cleanup_list*) noexcept {
+    PyErr_SetString(PyExc_TypeError, "turboquant: an array argument is never returned to Python");
+    return handle();
+  }
+};
+
+}  // namespace nanobind::detail

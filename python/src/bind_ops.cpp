@@ -38,6 +38,21 @@ struct Route {
   std::string name;  // as the caller wrote it, for messages
 };
 
+// A call's stream argument: a cudaStream_t as an integer, or None where the
+// Python layer leaves it to the extension (turboquant/_arrays.py
+// stream_handle: arrays borrowed through their type's exchange table).
+using StreamArg = std::optional<std::uintptr_t>;
+
+// The stream a call runs on: the caller's, else the current stream of the
+// producer of `ref` (the array whose library decides, as in the Python layer)
+// on the call's device, else 0 (the legacy default stream; host calls ignore it).
+template <class A>
+std::uintptr_t call_stream(const StreamArg& stream, const Device& device, const A& ref) {
+  if (stream) return *stream;
+  if (device.cuda && ref.exchange() != nullptr) return producer_cuda_stream(*ref.exchange(), device.id);
+  return 0;
+}
+
 const char* kBackendChoices = "'cpu-ref', 'cpu', 'cpu:scalar', 'cpu:avx2', 'cpu:avx512', 'cuda', 'cuda-strict'";
 
 Route route(const std::string& backend, const Device& device, const ArrayArg& first) {
@@ -175,17 +190,18 @@ void prepare_decode(PreparedDecode* p, const PyLayout& l, const InArray& query_a
 
 void decode(const PyLayout& l, const InArray& query, const InArray& cache, const InArray& table, const InArray& lens,
             double scale, int num_splits, const OutArray& out, const std::optional<OutArray>& lse,
-            const std::string& backend, std::uintptr_t stream, const std::optional<OutArray>& workspace,
+            const std::string& backend, const StreamArg& stream, const std::optional<OutArray>& workspace,
             const std::optional<InArray>& centroids, const std::optional<InArray>& rotation, int threads,
             bool check_finite, const std::optional<InArray>& query_start_loc, const std::optional<InArray>& sinks,
             int sliding_window) {
   PreparedDecode p;
   prepare_decode(&p, l, query, cache, table, lens, scale, num_splits, out, lse, backend, workspace, centroids,
                  rotation, threads, check_finite, DecodeExtras{query_start_loc, sinks, sliding_window});
+  const std::uintptr_t on = call_stream(stream, p.device, query);
   Status s;
   {
     nb::gil_scoped_release release;
-    s = p.run(stream);
+    s = p.run(on);
   }
   check(s, "decode");
 }
@@ -221,7 +237,7 @@ std::vector<std::int64_t> decode_call_ns(const PyLayout& l, const InArray& query
 }
 
 void encode(const PyLayout& l, const OutArray& cache_a, const InArray& keys_a, const InArray& values_a,
-            const InArray& slots_a, const std::string& backend, std::uintptr_t stream,
+            const InArray& slots_a, const std::string& backend, const StreamArg& stream,
             const std::optional<InArray>& centroids_a, const std::optional<InArray>& rotation_a, int threads,
             bool check_finite) {
   const int D = l.layout.format.head_dim, Hk = l.layout.num_kv_heads;
@@ -252,11 +268,12 @@ void encode(const PyLayout& l, const OutArray& cache_a, const InArray& keys_a, c
   args.check_finite = check_finite;
   const turboquant::CacheView view{l.layout, static_cast<std::uint8_t*>(cache.mutable_data), cache.dim(0)};
   const BackendOptions options = host_options(threads);
+  const std::uintptr_t on = call_stream(stream, device, cache_a);
 
   Status s;
   {
     nb::gil_scoped_release release;
-    s = where.cuda ? cuda_encode(view, args, device.id, stream) : where.host->encode(view, args, options);
+    s = where.cuda ? cuda_encode(view, args, device.id, on) : where.host->encode(view, args, options);
   }
   check(s, "encode");
 }
@@ -268,7 +285,7 @@ turboquant::Basis basis_of(const std::string& basis) {
 }
 
 void dequantize(const PyLayout& l, const InArray& cache_a, const InArray& slots_a, const OutArray& keys_a,
-                const OutArray& values_a, const std::string& basis, const std::string& backend, std::uintptr_t stream,
+                const OutArray& values_a, const std::string& basis, const std::string& backend, const StreamArg& stream,
                 const std::optional<InArray>& centroids_a, const std::optional<InArray>& rotation_a, int threads) {
   const int D = l.layout.format.head_dim, Hk = l.layout.num_kv_heads;
   const ArrayArg cache = cache_array(l, cache_a, in_array);
@@ -292,17 +309,18 @@ void dequantize(const PyLayout& l, const InArray& cache_a, const InArray& slots_
   if (rot) args.rotation = rot->in();
   const turboquant::ConstCacheView view = cache_view(l, cache);
   const BackendOptions options = host_options(threads);
+  const std::uintptr_t on = call_stream(stream, device, cache_a);
   Status s;
   {
     nb::gil_scoped_release release;
-    s = where.cuda ? cuda_dequantize(view, args, device.id, stream) : where.host->dequantize(view, args, options);
+    s = where.cuda ? cuda_dequantize(view, args, device.id, on) : where.host->dequantize(view, args, options);
   }
   check(s, "dequantize");
 }
 
 void dequantize_sequences(const PyLayout& l, const InArray& cache_a, const InArray& table_a, const InArray& lens_a,
                           const OutArray& keys_a, const OutArray& values_a, const std::string& basis,
-                          const std::string& backend, std::uintptr_t stream, const std::optional<InArray>& centroids_a,
+                          const std::string& backend, const StreamArg& stream, const std::optional<InArray>& centroids_a,
                           const std::optional<InArray>& rotation_a) {
   const int D = l.layout.format.head_dim, Hk = l.layout.num_kv_heads;
   const ArrayArg cache = cache_array(l, cache_a, in_array);
@@ -330,11 +348,12 @@ void dequantize_sequences(const PyLayout& l, const InArray& cache_a, const InArr
   args.codebook = cb ? &*cb : nullptr;
   if (rot) args.rotation = rot->in();
   const turboquant::ConstCacheView view = cache_view(l, cache);
+  const std::uintptr_t on = call_stream(stream, device, cache_a);
   Status s;
   {
     nb::gil_scoped_release release;
     // The CPU backends' dequantize is the golden model's.
-    s = where.cuda ? cuda_dequantize_sequences(view, args, device.id, stream)
+    s = where.cuda ? cuda_dequantize_sequences(view, args, device.id, on)
                    : turboquant::dequantize_sequences_reference(view, args);
   }
   check(s, "dequantize_sequences");
@@ -345,18 +364,18 @@ void dequantize_sequences(const PyLayout& l, const InArray& cache_a, const InArr
 void bind_ops(nb::module_& m) {
   m.def("_decode", &decode, nb::arg("layout"), nb::arg("query"), nb::arg("kv_cache"), nb::arg("block_table"),
         nb::arg("seq_lens"), nb::arg("scale"), nb::arg("num_splits"), nb::arg("out"), nb::arg("lse").none(),
-        nb::arg("backend"), nb::arg("stream"), nb::arg("workspace").none(), nb::arg("centroids").none(),
+        nb::arg("backend"), nb::arg("stream").none(), nb::arg("workspace").none(), nb::arg("centroids").none(),
         nb::arg("rotation").none(), nb::arg("threads"), nb::arg("check_finite"), nb::arg("query_start_loc").none(),
         nb::arg("sinks").none(), nb::arg("sliding_window"));
   m.def("_encode", &encode, nb::arg("layout"), nb::arg("kv_cache"), nb::arg("keys"), nb::arg("values"),
-        nb::arg("slot_mapping"), nb::arg("backend"), nb::arg("stream"), nb::arg("centroids").none(),
+        nb::arg("slot_mapping"), nb::arg("backend"), nb::arg("stream").none(), nb::arg("centroids").none(),
         nb::arg("rotation").none(), nb::arg("threads"), nb::arg("check_finite"));
   m.def("_dequantize", &dequantize, nb::arg("layout"), nb::arg("kv_cache"), nb::arg("slots"), nb::arg("keys"),
-        nb::arg("values"), nb::arg("basis"), nb::arg("backend"), nb::arg("stream"), nb::arg("centroids").none(),
+        nb::arg("values"), nb::arg("basis"), nb::arg("backend"), nb::arg("stream").none(), nb::arg("centroids").none(),
         nb::arg("rotation").none(), nb::arg("threads"));
   m.def("_dequantize_sequences", &dequantize_sequences, nb::arg("layout"), nb::arg("kv_cache"), nb::arg("block_table"),
         nb::arg("seq_lens"), nb::arg("keys"), nb::arg("values"), nb::arg("basis"), nb::arg("backend"),
-        nb::arg("stream"), nb::arg("centroids").none(), nb::arg("rotation").none());
+        nb::arg("stream").none(), nb::arg("centroids").none(), nb::arg("rotation").none());
   m.def("_decode_call_ns", &decode_call_ns, nb::arg("layout"), nb::arg("query"), nb::arg("kv_cache"),
         nb::arg("block_table"), nb::arg("seq_lens"), nb::arg("scale"), nb::arg("num_splits"), nb::arg("out"),
         nb::arg("lse").none(), nb::arg("backend"), nb::arg("stream"), nb::arg("workspace").none(), nb::arg("calls"));
@@ -364,6 +383,18 @@ void bind_ops(nb::module_& m) {
         nb::arg("num_splits"), nb::arg("head_dim"),
         "Bytes of the CUDA decode workspace for up to `batch` sequences (0 without the CUDA backend).");
   m.def("cuda_built", &cuda_built, "Whether this build has the CUDA backend.");
+  m.def(
+      "_borrows",
+      [](nb::handle type) {
+        return PyType_Check(type.ptr()) && exchange_table(reinterpret_cast<PyTypeObject*>(type.ptr())) != nullptr;
+      },
+      nb::arg("type"), "Whether arrays of `type` are borrowed through its DLPack exchange table (no capsule).");
+  m.def(
+      "_current_stream",
+      [](const InArray& a) {
+        return call_stream(std::nullopt, Device{a.device_type() == nb::device::cuda::value, a.device_id()}, a);
+      },
+      nb::arg("array"), "The stream a call on `array` runs on when the Python layer passes stream=None (tests).");
 }
 
 }  // namespace tqpy

@@ -152,6 +152,32 @@ def test_cuda_encode_on_cases_equals_golden(path):
         np.testing.assert_array_equal(cache.cpu().numpy(), want)
 
 
+def test_tensors_are_borrowed_where_torch_publishes_its_exchange_table():
+    """torch >= 2.10: tensors cross without a capsule (docs/PERFORMANCE.md, per-call overhead)."""
+    from turboquant import _arrays, _turboquant as ext
+    published = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
+    assert ext._borrows(torch.Tensor) == published
+    t = torch.zeros(3)
+    assert (_arrays.dl(t) is t) == published
+    assert ext._current_stream(t) == 0  # host arrays: no stream
+
+
+@cuda
+def test_borrowed_cuda_tensors_run_on_torchs_current_stream():
+    from turboquant import _arrays, _turboquant as ext
+    t = torch.zeros(3, device="cuda")
+    s = torch.cuda.Stream()
+    borrowed = ext._borrows(torch.Tensor)
+    _arrays.dl(t)  # the Python layer learns whether torch's tensors are borrowed
+    with torch.cuda.stream(s):
+        # None: the extension asks torch's table for the current stream, as below
+        assert _arrays.stream_handle(None, t) == (None if borrowed else s.cuda_stream)
+        if borrowed:
+            assert ext._current_stream(t) == s.cuda_stream
+    if borrowed:
+        assert ext._current_stream(t) == torch.cuda.current_stream().cuda_stream
+
+
 @cuda
 def test_cuda_bad_inputs():
     case = small_case()

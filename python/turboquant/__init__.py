@@ -115,7 +115,7 @@ def encode(kv_cache, keys, values, slot_mapping, layout, backend=None, *, stream
     slot_mapping = _as_int64(slot_mapping)
     dl = _arrays.dl
     _ext._encode(layout, dl(kv_cache), dl(keys), dl(values), dl(slot_mapping), backend or "",
-                 _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids), _opt(rotation),
+                 _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids), _arrays.dl(rotation),
                  _arrays.require_int32("threads", threads), bool(check_finite))
     return kv_cache
 
@@ -161,14 +161,16 @@ def decode(query, kv_cache, block_table, seq_lens, layout, scale=None, num_split
         num_splits = _arrays.require_int32("num_splits", num_splits)
     if type(threads) is not int or not -2**31 <= threads < 2**31:
         threads = _arrays.require_int32("threads", threads)
+    if type(sliding_window) is not int or not -2**31 <= sliding_window < 2**31:
+        sliding_window = _arrays.require_int32("sliding_window", sliding_window)
     if workspace is None and backend in (None, "cuda", "cuda-strict", "cuda:fast", "cuda:strict"):
         workspace = _torch_workspace(query, num_splits, layout._fields[1])
-    dl = _arrays.dl
+    dl = _arrays.dl  # dl(None) is None
     try:
         _ext._decode(layout, dl(query), dl(kv_cache), dl(block_table), dl(seq_lens), float(scale), num_splits,
-                     dl(out), _opt(lse), backend or "", _arrays.stream_handle(stream, query), _opt(workspace),
-                     _host_centroids(centroids), _opt(rotation), threads, bool(check_finite), _opt(query_start_loc),
-                     _opt(sinks), _arrays.require_int32("sliding_window", sliding_window))
+                     dl(out), dl(lse), backend or "", _arrays.stream_handle(stream, query), dl(workspace),
+                     None if centroids is None else _host_centroids(centroids), dl(rotation), threads,
+                     bool(check_finite), dl(query_start_loc), dl(sinks), sliding_window)
     except TypeError:
         # nanobind's "incompatible function arguments": say which argument instead.
         for name, x in (("query", query), ("kv_cache", kv_cache), ("block_table", block_table),
@@ -176,10 +178,6 @@ def decode(query, kv_cache, block_table, seq_lens, layout, scale=None, num_split
             _arrays.require_array(name, x)
         raise
     return out
-
-
-def _opt(x):
-    return None if x is None else _arrays.dl(x)
 
 
 def _torch_workspace(query, num_splits, head_dim):
@@ -215,7 +213,7 @@ def dequantize(kv_cache, slots, layout, basis="original", *, dtype="float32", ba
     values = _arrays.empty(kv_cache, shape, str(dtype))
     dl = _arrays.dl
     _ext._dequantize(layout, dl(kv_cache), dl(slots), dl(keys), dl(values), str(basis), backend or "",
-                     _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids), _opt(rotation),
+                     _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids), _arrays.dl(rotation),
                      _arrays.require_int32("threads", threads))
     return keys, values
 
@@ -243,7 +241,7 @@ def dequantize_sequences(kv_cache, block_table, seq_lens, layout, max_seq=None, 
     dl = _arrays.dl
     _ext._dequantize_sequences(layout, dl(kv_cache), dl(block_table), dl(seq_lens), dl(keys), dl(values), str(basis),
                                backend or "", _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids),
-                               _opt(rotation))
+                               _arrays.dl(rotation))
     return keys, values
 
 

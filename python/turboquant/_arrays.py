@@ -11,6 +11,8 @@ import sys
 
 import numpy as np
 
+from . import _turboquant as _ext
+
 
 def torch_module(x):
     """The torch module when `x` is a torch.Tensor, else None (torch is never imported here)."""
@@ -27,31 +29,35 @@ def require_array(name, x):
     raise TypeError(f"{name}: expected an array (numpy, torch, CuPy, JAX, ...), got {type(x).__name__}")
 
 
-# torch.Tensor and torch's C DLPack exporter, once a tensor has been seen (torch is
-# never imported here).
+# torch.Tensor once a tensor has been seen (torch is never imported here), whether the
+# extension borrows its instances, and torch's C DLPack exporter where it does not.
 _tensor_type = None
+_tensor_borrowed = False
 _to_dlpack = None
 
 
 def dl(x):
-    """What the extension is given for `x`: for a torch tensor its DLPack capsule made
-    by torch's C exporter, which is several microseconds cheaper per tensor than
+    """What the extension is given for `x` (None stays None). A torch.Tensor: the tensor
+    itself where the extension borrows it through torch's DLPack C exchange table (torch
+    >= 2.10: no capsule, no allocation; subclasses too), else its DLPack capsule from
+    torch's C exporter, which is several microseconds cheaper per tensor than
     ``Tensor.__dlpack__()`` (that one records and waits on a CUDA event whenever the
     current stream is not the legacy default stream; the library runs on the caller's
     stream, so no such handoff is needed). Anything else as it is."""
-    global _tensor_type, _to_dlpack
+    global _tensor_type, _tensor_borrowed, _to_dlpack
     t = type(x)
     if t is _tensor_type:
-        return _to_dlpack(x)
-    if t is np.ndarray:
+        return x if _tensor_borrowed else _to_dlpack(x)
+    if t is np.ndarray or x is None:
         return x
     torch = torch_module(x)
-    if torch is not None:
+    if torch is None:
+        return x
+    if _tensor_type is None:
+        _tensor_type = torch.Tensor
+        _tensor_borrowed = _ext._borrows(torch.Tensor)
         _to_dlpack = torch._C._to_dlpack
-        if t is torch.Tensor:
-            _tensor_type = t
-        return _to_dlpack(x)
-    return x
+    return x if _tensor_borrowed else _to_dlpack(x)
 
 
 def require_writable(name, x):
@@ -100,7 +106,11 @@ def zeros(ref, shape, dtype):
 def stream_handle(stream, ref):
     """The cudaStream_t (as an int) a call runs on: `stream` itself (an int, a
     torch.cuda.Stream or a CuPy stream), else the array library's current
-    stream for `ref`'s device, else 0 (the legacy default stream)."""
+    stream for `ref`'s device, else 0 (the legacy default stream). None for a
+    tensor the extension borrows (dl()): the extension asks torch's exchange
+    table for that stream, without a Python call."""
+    if stream is None and _tensor_borrowed and type(ref) is _tensor_type:
+        return None
     if stream is not None:
         if isinstance(stream, int):
             return stream

@@ -168,9 +168,8 @@ def overhead(calls):
         export.append(time.perf_counter_ns() - t0)
     torch.cuda.synchronize()
     med = lambda x: statistics.median(x) / 1e3  # noqa: E731
-    borrowed = ext._borrows(torch.Tensor)
-    print(f"tensors {'borrowed through torch.Tensor.__dlpack_c_exchange_api__' if borrowed else 'as DLPack capsules'} "
-          f"(torch {torch.__version__}, table published: {hasattr(torch.Tensor, '__dlpack_c_exchange_api__')})")
+    print(f"torch tensors cross by route '{ext._array_route(torch.Tensor)}' (torch {torch.__version__}, exchange "
+          f"table published: {hasattr(torch.Tensor, '__dlpack_c_exchange_api__')})")
     print(f"overhead parts: torch._C._to_dlpack of the 7 tensors {med(export):.2f} us")
     print(f"overhead 1x4096: C++ cuda::decode {med(cxx):.2f} us, turboquant.decode(out=, workspace=) {med(py):.2f} us "
           f"-> Python overhead {med(py) - med(cxx):.2f} us (median of {calls}); "

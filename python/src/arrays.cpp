@@ -54,20 +54,26 @@ ArrayArg checked(const char* name, const Array& a, std::initializer_list<Elem> a
                              .c_str());
   }
   r.elem = *elem;
-  for (std::size_t i = 0; i < a.ndim(); ++i) r.shape.push_back(static_cast<std::int64_t>(a.shape(i)));
   if (a.ndim() != shape.size()) {
+    std::vector<std::int64_t> got(a.ndim());
+    for (std::size_t i = 0; i < a.ndim(); ++i) got[i] = static_cast<std::int64_t>(a.shape(i));
     std::string names;
     for (const char* n : dim_names) names += (names.empty() ? "" : ", ") + std::string(n);
-    throw nb::value_error((r.name + ": shape " + shape_string(r.shape) + " has " + std::to_string(a.ndim()) +
-                           " dimensions, expected " + std::to_string(shape.size()) + " [" + names + "]")
+    throw nb::value_error((r.name + ": shape " + shape_string(got.data(), got.size()) + " has " +
+                           std::to_string(a.ndim()) + " dimensions, expected " + std::to_string(shape.size()) + " [" +
+                           names + "]")
                               .c_str());
   }
+  if (shape.size() > ArrayArg::kMaxDims) throw std::logic_error(r.name + ": more dimensions than ArrayArg holds");
+  r.ndim = shape.size();
+  for (std::size_t i = 0; i < r.ndim; ++i) r.shape[i] = static_cast<std::int64_t>(a.shape(i));
   std::size_t i = 0;
   auto dim_name = dim_names.begin();
   for (std::int64_t want : shape) {
     if (want >= 0 && r.shape[i] != want) {
-      throw nb::value_error((r.name + ": shape " + shape_string(r.shape) + ": dimension " + std::to_string(i) + " (" +
-                             *dim_name + ") is " + std::to_string(r.shape[i]) + ", expected " + std::to_string(want))
+      throw nb::value_error((r.name + ": shape " + shape_string(r.shape.data(), r.ndim) + ": dimension " +
+                             std::to_string(i) + " (" + *dim_name + ") is " + std::to_string(r.shape[i]) +
+                             ", expected " + std::to_string(want))
                                 .c_str());
     }
     ++i, ++dim_name;
@@ -78,7 +84,7 @@ ArrayArg checked(const char* name, const Array& a, std::initializer_list<Elem> a
   const bool empty = a.size() == 0;
   for (std::size_t d = a.ndim(); d-- > 0 && !empty;) {
     if (r.shape[d] != 1 && a.stride(d) != expected) {
-      throw nb::value_error((r.name + ": not C-contiguous (shape " + shape_string(r.shape) + ", stride " +
+      throw nb::value_error((r.name + ": not C-contiguous (shape " + shape_string(r.shape.data(), r.ndim) + ", stride " +
                              std::to_string(a.stride(d)) + " in dimension " + std::to_string(d) + ", expected " +
                              std::to_string(expected) + "); pass a contiguous copy (numpy.ascontiguousarray, "
                              "tensor.contiguous())")
@@ -120,7 +126,7 @@ const char* elem_name(Elem e) {
 
 std::int64_t ArrayArg::size() const {
   std::int64_t n = 1;
-  for (std::int64_t d : shape) n *= d;
+  for (std::size_t d = 0; d < ndim; ++d) n *= shape[d];
   return n;
 }
 
@@ -159,9 +165,14 @@ Device common_device(std::initializer_list<const ArrayArg*> args) {
   return first ? first->device : Device{};
 }
 
-std::string shape_string(const std::vector<std::int64_t>& shape) {
+std::int64_t ArrayArg::dim(int i) const {
+  if (i < 0 || static_cast<std::size_t>(i) >= ndim) throw std::out_of_range(name + ": no dimension " + std::to_string(i));
+  return shape[static_cast<std::size_t>(i)];
+}
+
+std::string shape_string(const std::int64_t* dims, std::size_t ndim) {
   std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  for (std::size_t i = 0; i < ndim; ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
   return s + "]";
 }
 

@@ -7,6 +7,7 @@
 
 #include <nanobind/ndarray.h>
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -22,23 +23,22 @@ namespace tqpy {
 namespace nb = nanobind;
 
 // An array argument for the length of one call: what the library reads of it
-// (data, device, dtype, shape, strides), with the accessors of nb::ndarray. An
-// array whose type publishes DLPack's C exchange table (torch.Tensor) is
-// borrowed through it: no capsule, no allocation, no Python call (its DLTensor
-// stays valid while the caller's reference does, i.e. for the call). Any other
-// array goes through nanobind's import (a DLPack capsule, __dlpack__, the
-// buffer protocol), which `import_` keeps alive.
+// (data, device, dtype, shape, strides), with the accessors of nb::ndarray,
+// and the route it came by (dlpack_exchange.hpp), which names its producer's
+// current stream. Borrowed through an exchange table, the view stays valid
+// while the caller's reference does, i.e. for the call; imported, `import_`
+// keeps the import alive.
 template <class Import>
 class ArrayRef {
  public:
   ArrayRef() = default;
-  static ArrayRef borrowed(const nb::dlpack::dltensor& view, const DlpackExchange* table) {
+  static ArrayRef borrowed(const nb::dlpack::dltensor& view, const ArrayRoute& route) {
     ArrayRef r;
     r.view_ = view;
-    r.table_ = table;
+    r.route_ = route;
     return r;
   }
-  static ArrayRef imported(Import a) {
+  static ArrayRef imported(Import a, const ArrayRoute& route) {
     ArrayRef r;
     r.view_.data = const_cast<void*>(static_cast<const void*>(a.data()));  // the offset applied
     r.view_.device = {a.device_type(), a.device_id()};
@@ -47,6 +47,7 @@ class ArrayRef {
     r.view_.shape = const_cast<std::int64_t*>(a.shape_ptr());  // the import's, which r keeps
     r.view_.strides = const_cast<std::int64_t*>(a.stride_ptr());
     r.import_ = std::move(a);
+    r.route_ = route;
     return r;
   }
 
@@ -69,13 +70,11 @@ class ArrayRef {
   int device_type() const { return view_.device.device_type; }
   int device_id() const { return view_.device.device_id; }
   void* data() const { return static_cast<std::uint8_t*>(view_.data) + view_.byte_offset; }
-  // The exchange table the array was borrowed through (its producer's current
-  // stream), or null.
-  const DlpackExchange* exchange() const { return table_; }
+  const ArrayRoute& route() const { return route_; }
 
  private:
   nb::dlpack::dltensor view_{};
-  const DlpackExchange* table_ = nullptr;
+  ArrayRoute route_;
   Import import_;
 };
 
@@ -100,11 +99,15 @@ struct ArrayArg {
   const void* data = nullptr;
   void* mutable_data = nullptr;  // outputs only
   Elem elem = Elem::kFloat32;
-  std::vector<std::int64_t> shape;
+  // The most dimensions an argument has (kv_cache; the keys of the block-table
+  // dequantize): a fixed array, no allocation per argument and call.
+  static constexpr std::size_t kMaxDims = 4;
+  std::array<std::int64_t, kMaxDims> shape{};
+  std::size_t ndim = 0;
   Device device;
   std::size_t bytes = 0;
 
-  std::int64_t dim(int i) const { return shape.at(static_cast<std::size_t>(i)); }
+  std::int64_t dim(int i) const;  // std::out_of_range past ndim
   std::int64_t size() const;
   turboquant::ConstBuffer in() const { return {data, bytes}; }
   turboquant::MutableBuffer out() const { return {mutable_data, bytes}; }
@@ -124,28 +127,34 @@ ArrayArg out_array(const char* name, const OutArray& a, std::initializer_list<El
 Device common_device(std::initializer_list<const ArrayArg*> args);
 
 // "[2, 8, 128]"
-std::string shape_string(const std::vector<std::int64_t>& shape);
+std::string shape_string(const std::int64_t* dims, std::size_t ndim);
 
 }  // namespace tqpy
 
 namespace nanobind::detail {
 
-// Python -> tqpy::ArrayRef: the exchange table where the type has one, else
-// nanobind's ndarray caster (same flags, so the same conversions and errors).
+// Python -> tqpy::ArrayRef by the type's route: borrowed through its exchange
+// table, or nanobind's ndarray caster (same flags, so the same conversions and
+// errors) on torch's capsule or on the object itself.
 template <class Import>
 struct type_caster<tqpy::ArrayRef<Import>> {
   NB_TYPE_CASTER(tqpy::ArrayRef<Import>, make_caster<Import>::Name)
 
   template <class Flags>  // uint8_t or uint32_t, by nanobind version
   bool from_python(handle src, Flags flags, cleanup_list* cleanup) noexcept {
-    const tqpy::DlpackExchange* table = nullptr;
-    if (auto view = tqpy::borrow_dltensor(src.ptr(), &table)) {
-      value = Value::borrowed(*view, table);
-      return true;
+    using Kind = tqpy::ArrayRoute::Kind;
+    const tqpy::ArrayRoute route = tqpy::array_route(Py_TYPE(src.ptr()));
+    if (route.kind == Kind::kExchange) {
+      if (auto view = route.borrow(src.ptr())) {
+        value = Value::borrowed(*view, route);
+        return true;
+      }
     }
+    object capsule;  // kTorchCapsule: what nanobind imports instead of the tensor
+    if (route.kind == Kind::kTorchCapsule) capsule = steal(route.torch_capsule(src.ptr()));
     make_caster<Import> inner;
-    if (!inner.from_python(src, flags, cleanup)) return false;
-    value = Value::imported(std::move(inner.value));
+    if (!inner.from_python(capsule.is_valid() ? handle(capsule) : src, flags, cleanup)) return false;
+    value = Value::imported(std::move(inner.value), route);
     return true;
   }
 

@@ -39,18 +39,17 @@ struct Route {
 };
 
 // A call's stream argument: a cudaStream_t as an integer, or None where the
-// Python layer leaves it to the extension (turboquant/_arrays.py
-// stream_handle: arrays borrowed through their type's exchange table).
+// Python layer leaves it to the extension (turboquant/_arrays.py stream_handle).
 using StreamArg = std::optional<std::uintptr_t>;
 
 // The stream a call runs on: the caller's, else the current stream of the
-// producer of `ref` (the array whose library decides, as in the Python layer)
-// on the call's device, else 0 (the legacy default stream; host calls ignore it).
+// producer of `ref` (the array whose library decides: torch's current stream
+// for a torch tensor) on the call's device, else 0 (the legacy default
+// stream; host calls ignore it).
 template <class A>
 std::uintptr_t call_stream(const StreamArg& stream, const Device& device, const A& ref) {
   if (stream) return *stream;
-  if (device.cuda && ref.exchange() != nullptr) return producer_cuda_stream(*ref.exchange(), device.id);
-  return 0;
+  return device.cuda ? ref.route().current_stream(device.id) : 0;
 }
 
 const char* kBackendChoices = "'cpu-ref', 'cpu', 'cpu:scalar', 'cpu:avx2', 'cpu:avx512', 'cuda', 'cuda-strict'";
@@ -384,11 +383,14 @@ void bind_ops(nb::module_& m) {
         "Bytes of the CUDA decode workspace for up to `batch` sequences (0 without the CUDA backend).");
   m.def("cuda_built", &cuda_built, "Whether this build has the CUDA backend.");
   m.def(
-      "_borrows",
+      "_array_route",
       [](nb::handle type) {
-        return PyType_Check(type.ptr()) && exchange_table(reinterpret_cast<PyTypeObject*>(type.ptr())) != nullptr;
+        if (!PyType_Check(type.ptr())) throw nb::type_error("_array_route: expected a type");
+        return route_name(array_route(reinterpret_cast<PyTypeObject*>(type.ptr())).kind);
       },
-      nb::arg("type"), "Whether arrays of `type` are borrowed through its DLPack exchange table (no capsule).");
+      nb::arg("type"),
+      "How arrays of `type` reach the extension: 'exchange' (DLPack's C exchange table: no capsule), "
+      "'torch-capsule' (torch's C exporter) or 'import' (nanobind: DLPack, buffer protocol).");
   m.def(
       "_current_stream",
       [](const InArray& a) {

@@ -22,11 +22,7 @@ const DlpackExchangeHeader* table_address(PyObject* attr) {
   return static_cast<const DlpackExchangeHeader*>(p);
 }
 
-const DlpackExchange* look_up(PyTypeObject* type) {
-  // TQ_PY_NO_EXCHANGE=1: every array through nanobind's import, as before the
-  // tables were used (the overhead benchmark's baseline, python/bench).
-  static const bool disabled = std::getenv("TQ_PY_NO_EXCHANGE") != nullptr;
-  if (disabled) return nullptr;
+const DlpackExchange* exchange_table(PyTypeObject* type) {
   // The attribute's name since DLPack 1.3, then its name before (September 2025).
   for (const char* name : {"__dlpack_c_exchange_api__", "__c_dlpack_exchange_api__"}) {
     PyObject* attr = PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), name);
@@ -46,47 +42,121 @@ const DlpackExchange* look_up(PyTypeObject* type) {
   return nullptr;
 }
 
+// A new reference to object.name, or null with no error set.
+PyObject* attribute(PyObject* object, const char* name) {
+  PyObject* r = PyObject_GetAttrString(object, name);
+  if (r == nullptr) PyErr_Clear();
+  return r;
+}
+
+// kTorchCapsule when `type` is torch.Tensor or a subclass (torch already imported:
+// nothing here imports it), with torch's exporter and stream function.
+std::optional<ArrayRoute> torch_route(PyTypeObject* type) {
+  static PyObject* const name = PyUnicode_InternFromString("torch");  // kept for the process
+  PyObject* torch = PyImport_GetModule(name);
+  if (torch == nullptr) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  std::optional<ArrayRoute> r;
+  PyObject* tensor = attribute(torch, "Tensor");
+  PyObject* c = attribute(torch, "_C");
+  if (tensor != nullptr && c != nullptr && PyType_Check(tensor) &&
+      PyType_IsSubtype(type, reinterpret_cast<PyTypeObject*>(tensor))) {
+    ArrayRoute route;
+    route.kind = ArrayRoute::Kind::kTorchCapsule;
+    route.to_dlpack = attribute(c, "_to_dlpack");  // kept for the process, as the memo keeps the route
+    route.raw_stream = attribute(c, "_cuda_getCurrentRawStream");
+    if (route.to_dlpack != nullptr) r = route;
+  }
+  Py_XDECREF(tensor);
+  Py_XDECREF(c);
+  Py_DECREF(torch);
+  return r;
+}
+
+ArrayRoute look_up(PyTypeObject* type) {
+  static const bool no_exchange = std::getenv("TQ_PY_NO_EXCHANGE") != nullptr;
+  ArrayRoute route;
+  if (!no_exchange) {
+    if (const DlpackExchange* table = exchange_table(type)) {
+      route.kind = ArrayRoute::Kind::kExchange;
+      route.table = table;
+      return route;
+    }
+  }
+  return torch_route(type).value_or(route);
+}
+
 // A few array types per process (torch.Tensor, numpy.ndarray, ...); past the
 // capacity a type is looked up on every call, still correctly.
 struct TypeMemo {
-  std::array<std::pair<PyTypeObject*, const DlpackExchange*>, 16> entries{};
+  std::array<std::pair<PyTypeObject*, ArrayRoute>, 16> entries{};
   std::size_t used = 0;
+
+  const ArrayRoute* find(PyTypeObject* type) const {
+    for (std::size_t i = 0; i < used; ++i) {
+      if (entries[i].first == type) return &entries[i].second;
+    }
+    return nullptr;
+  }
 };
 
 }  // namespace
 
-const DlpackExchange* exchange_table(PyTypeObject* type) {
-  static TypeMemo memo;  // guarded by the GIL: nothing below releases it between the scan and the insert
-  for (std::size_t i = 0; i < memo.used; ++i) {
-    if (memo.entries[i].first == type) return memo.entries[i].second;
-  }
-  const DlpackExchange* table = look_up(type);
-  for (std::size_t i = 0; i < memo.used; ++i) {  // the lookup may have run Python code (a descriptor)
-    if (memo.entries[i].first == type) return memo.entries[i].second;
-  }
+ArrayRoute array_route(PyTypeObject* type) {
+  static TypeMemo memo;  // guarded by the GIL
+  if (const ArrayRoute* known = memo.find(type)) return *known;
+  const ArrayRoute route = look_up(type);
+  if (const ArrayRoute* known = memo.find(type)) return *known;  // the lookup may have run Python code
   if (memo.used < memo.entries.size()) {
     Py_INCREF(type);
-    memo.entries[memo.used++] = {type, table};
+    memo.entries[memo.used++] = {type, route};
   }
-  return table;
+  return route;
 }
 
-std::optional<nanobind::dlpack::dltensor> borrow_dltensor(PyObject* obj, const DlpackExchange** table) {
-  const DlpackExchange* t = exchange_table(Py_TYPE(obj));
-  if (t == nullptr) return std::nullopt;
+const char* route_name(ArrayRoute::Kind kind) {
+  switch (kind) {
+    case ArrayRoute::Kind::kExchange: return "exchange";
+    case ArrayRoute::Kind::kTorchCapsule: return "torch-capsule";
+    case ArrayRoute::Kind::kImport: break;
+  }
+  return "import";
+}
+
+std::optional<nanobind::dlpack::dltensor> ArrayRoute::borrow(PyObject* obj) const {
   nanobind::dlpack::dltensor view;
-  if (t->dltensor_from_py_object_no_sync(obj, &view) != 0) {
+  if (table->dltensor_from_py_object_no_sync(obj, &view) != 0) {
     PyErr_Clear();  // nanobind's import then names the problem
     return std::nullopt;
   }
-  *table = t;
   return view;
 }
 
-std::uintptr_t producer_cuda_stream(const DlpackExchange& table, int device) {
-  void* stream = nullptr;
-  if (table.current_work_stream(kDlpackCuda, device, &stream) != 0) throw nanobind::python_error();
-  return reinterpret_cast<std::uintptr_t>(stream);
+PyObject* ArrayRoute::torch_capsule(PyObject* obj) const {
+  PyObject* capsule = PyObject_CallOneArg(to_dlpack, obj);
+  if (capsule == nullptr) PyErr_Clear();
+  return capsule;
+}
+
+std::uintptr_t ArrayRoute::current_stream(int device) const {
+  switch (kind) {
+    case Kind::kExchange: {
+      void* stream = nullptr;
+      if (table->current_work_stream(kDlpackCuda, device, &stream) != 0) throw nanobind::python_error();
+      return reinterpret_cast<std::uintptr_t>(stream);
+    }
+    case Kind::kTorchCapsule: {
+      if (raw_stream == nullptr) break;  // a torch built without CUDA has no CUDA tensors either
+      const nanobind::object id = nanobind::steal(PyLong_FromLong(device));
+      const nanobind::object s = nanobind::steal(PyObject_CallOneArg(raw_stream, id.ptr()));
+      if (!s.is_valid()) throw nanobind::python_error();
+      return nanobind::cast<std::uintptr_t>(s);
+    }
+    case Kind::kImport: break;
+  }
+  return 0;
 }
 
 }  // namespace tqpy

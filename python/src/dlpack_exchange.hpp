@@ -1,14 +1,21 @@
-// DLPack's C exchange table (DLPack 1.2+, `__dlpack_c_exchange_api__` on an
-// array type; torch.Tensor has it since torch 2.10): C functions that describe
-// an array object as a DLTensor and name the producer's current work stream,
-// with no capsule, no allocation and no Python call. The extension borrows
-// arrays through it where their type publishes it (docs/PERFORMANCE.md: the
-// Python per-call overhead); every other array goes through nanobind's DLPack /
-// buffer-protocol import.
+// How the arrays of each Python type reach the extension, and whose current
+// CUDA stream a call on them runs on (docs/PERFORMANCE.md: the Python per-call
+// overhead). Three routes, chosen once per type:
+// - kExchange: the type publishes DLPack's C exchange table (DLPack 1.2+,
+//   `__dlpack_c_exchange_api__`; torch.Tensor since torch 2.10): C functions
+//   that describe the array as a DLTensor and name the producer's current
+//   stream, with no capsule, no allocation and no Python call;
+// - kTorchCapsule: a torch.Tensor of a torch without that table: its capsule
+//   from torch's C exporter (torch._C._to_dlpack; `Tensor.__dlpack__` records
+//   and waits on a CUDA event off the legacy default stream, which a call on
+//   the caller's stream does not need) and torch's current raw stream;
+// - kImport: everything else through nanobind's import (a DLPack capsule,
+//   `__dlpack__`, the buffer protocol); the stream is the caller's (the Python
+//   layer passes CuPy's current one), else the legacy default stream.
 //
-// The declarations are the ABI of dlpack.h (DLPack 1.x: the major version must
-// match, fields are only ever appended); DLTensor is nanobind's declaration of
-// the same struct.
+// The table declarations are the ABI of dlpack.h (DLPack 1.x: the major
+// version must match; fields are only ever appended); DLTensor is nanobind's
+// declaration of the same struct. Everything here runs with the GIL held.
 #pragma once
 
 #include <Python.h>
@@ -44,19 +51,30 @@ struct DlpackExchange {
   int (*current_work_stream)(std::int32_t device_type, std::int32_t device_id, void** out_stream);
 };
 
-// The exchange table of `type` when it publishes a usable one (DLPack major
-// version 1, both functions above present), else null. Looked up once per
-// type and remembered (the type is kept alive, so its address stays its own).
-// Call with the GIL held.
-const DlpackExchange* exchange_table(PyTypeObject* type);
+struct ArrayRoute {
+  enum class Kind { kImport, kExchange, kTorchCapsule };
+  Kind kind = Kind::kImport;
+  const DlpackExchange* table = nullptr;  // kExchange
+  PyObject* to_dlpack = nullptr;          // kTorchCapsule: torch._C._to_dlpack (kept for the process)
+  PyObject* raw_stream = nullptr;         // kTorchCapsule: torch._C._cuda_getCurrentRawStream, if torch has it
 
-// `obj` described through its type's exchange table; nullopt (and no Python
-// error left set) when the type has none or the producer refuses the object.
-std::optional<nanobind::dlpack::dltensor> borrow_dltensor(PyObject* obj, const DlpackExchange** table);
+  // `obj` as a DLTensor through the table (kExchange); nullopt, with no
+  // Python error left set, when the producer refuses it.
+  std::optional<nanobind::dlpack::dltensor> borrow(PyObject* obj) const;
+  // `obj`'s DLPack capsule from torch (kTorchCapsule); null, with no Python
+  // error left set, when torch refuses it.
+  PyObject* torch_capsule(PyObject* obj) const;
+  // The producer's current CUDA stream on `device` (a cudaStream_t as an
+  // integer); 0 for kImport. Throws the producer's Python error.
+  std::uintptr_t current_stream(int device) const;
+};
 
-// The current CUDA stream of `table`'s producer on `device` (a cudaStream_t as
-// an integer; 0 is the legacy default stream). Throws (the producer's Python
-// error) when the producer cannot say.
-std::uintptr_t producer_cuda_stream(const DlpackExchange& table, int device);
+// The route of `type`'s arrays, looked up once per type and remembered (the
+// type is kept alive, so its address stays its own). TQ_PY_NO_EXCHANGE=1 in
+// the environment leaves exchange tables unused (the overhead benchmark's
+// baseline: torch tensors then take kTorchCapsule).
+ArrayRoute array_route(PyTypeObject* type);
+
+const char* route_name(ArrayRoute::Kind kind);  // "import", "exchange", "torch-capsule"
 
 }  // namespace tqpy

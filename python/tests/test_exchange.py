@@ -108,7 +108,7 @@ def decode_with(make, backend="cpu"):
 def test_borrowed_arrays_decode_as_numpy_does(omit_strides, backend):
     producer = Producer(omit_strides=omit_strides)
     kind = producer.array_type()
-    assert ext._borrows(kind)
+    assert ext._array_route(kind) == "exchange"
     want = decode_with(lambda a: a, backend)
     got = decode_with(lambda a: a.view(kind), backend)
     assert producer.views == 6  # query, cache, table, lens, out, lse: all through the table
@@ -132,16 +132,23 @@ def test_borrowed_arrays_keep_the_named_errors():
 ], ids=["major-2", "no-functions", "refuses"])
 def test_tables_the_extension_must_not_use_leave_the_import(producer):
     kind = producer.array_type()
-    assert ext._borrows(kind) == producer.refuse  # the one usable table: its producer says no per object
+    # the one usable table is the refusing producer's: it says no per object
+    assert ext._array_route(kind) == ("exchange" if producer.refuse else "import")
     want = decode_with(lambda a: a)
     got = decode_with(lambda a: a.view(kind))
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
 
 
+def test_numpy_arrays_are_imported_and_run_on_no_stream():
+    assert ext._array_route(np.ndarray) == "import"
+    assert tq._arrays.stream_handle(None, np.zeros(2)) is None  # the extension: 0 on host arrays
+    assert ext._current_stream(np.zeros(2)) == 0
+
+
 def test_an_attribute_that_is_no_table_is_ignored():
     for value in ("not a table", 0, None):
         kind = type("Odd", (np.ndarray,), {"__dlpack_c_exchange_api__": value})
-        assert not ext._borrows(kind)
+        assert ext._array_route(kind) == "import"
         got = decode_with(lambda a: a.view(kind))
         np.testing.assert_array_equal(got[0], decode_with(lambda a: a)[0])

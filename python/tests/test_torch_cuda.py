@@ -152,30 +152,47 @@ def test_cuda_encode_on_cases_equals_golden(path):
         np.testing.assert_array_equal(cache.cpu().numpy(), want)
 
 
-def test_tensors_are_borrowed_where_torch_publishes_its_exchange_table():
-    """torch >= 2.10: tensors cross without a capsule (docs/PERFORMANCE.md, per-call overhead)."""
-    from turboquant import _arrays, _turboquant as ext
-    published = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
-    assert ext._borrows(torch.Tensor) == published
-    t = torch.zeros(3)
-    assert (_arrays.dl(t) is t) == published
-    assert ext._current_stream(t) == 0  # host arrays: no stream
-
-
-@cuda
-def test_borrowed_cuda_tensors_run_on_torchs_current_stream():
-    from turboquant import _arrays, _turboquant as ext
-    t = torch.zeros(3, device="cuda")
-    s = torch.cuda.Stream()
-    borrowed = ext._borrows(torch.Tensor)
-    _arrays.dl(t)  # the Python layer learns whether torch's tensors are borrowed
+ROUTE_PROBE = """
+import sys, numpy as np, torch, turboquant as tq
+from turboquant import _turboquant as ext
+device = sys.argv[1]
+print(ext._array_route(torch.Tensor))
+c = tq.load_case(sys.argv[2])
+args = [torch.from_numpy(a).to(device) for a in (c.query, c.kv_cache, c.block_table, c.seq_lens)]
+want = tq.decode(*c.decode_args(), scale=c.scale, num_splits=c.num_splits, backend="cpu-ref")
+s = torch.cuda.Stream() if device == "cuda" else None
+if s is not None:
     with torch.cuda.stream(s):
-        # None: the extension asks torch's table for the current stream, as below
-        assert _arrays.stream_handle(None, t) == (None if borrowed else s.cuda_stream)
-        if borrowed:
-            assert ext._current_stream(t) == s.cuda_stream
-    if borrowed:
-        assert ext._current_stream(t) == torch.cuda.current_stream().cuda_stream
+        assert ext._current_stream(args[0]) == s.cuda_stream
+        got = tq.decode(*args, c.layout, c.scale, c.num_splits, backend="cuda-strict")
+    s.synchronize()
+else:
+    got = tq.decode(*args, c.layout, c.scale, c.num_splits, backend="cpu-ref")
+np.testing.assert_array_equal(got.cpu().numpy(), want)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
+@pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "capsule"])
+def test_torch_tensors_cross_by_their_route_on_torchs_current_stream(device, exchange):
+    """A torch.Tensor reaches the extension through torch's DLPack exchange table (torch >=
+    2.10: no capsule), else (a torch without one; forced by TQ_PY_NO_EXCHANGE=1) as the
+    capsule of torch's C exporter; either way a CUDA call runs on torch's current stream
+    and gives the golden model's bits (docs/PERFORMANCE.md, the per-call overhead)."""
+    import subprocess
+    import sys
+    published = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
+    if exchange and not published:
+        pytest.skip(f"torch {torch.__version__} publishes no DLPack exchange table")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    env.pop("TQ_PY_NO_EXCHANGE", None)
+    if not exchange:
+        env["TQ_PY_NO_EXCHANGE"] = "1"
+    r = subprocess.run([sys.executable, "-c", ROUTE_PROBE, device, CASES[0]], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["exchange" if exchange else "torch-capsule", "ok"]
 
 
 @cuda

@@ -113,9 +113,8 @@ def encode(kv_cache, keys, values, slot_mapping, layout, backend=None, *, stream
         _arrays.require_array(name, x)
     _arrays.require_writable("kv_cache", kv_cache)
     slot_mapping = _as_int64(slot_mapping)
-    dl = _arrays.dl
-    _ext._encode(layout, dl(kv_cache), dl(keys), dl(values), dl(slot_mapping), backend or "",
-                 _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids), _arrays.dl(rotation),
+    _ext._encode(layout, kv_cache, keys, values, slot_mapping, backend or "",
+                 _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids), rotation,
                  _arrays.require_int32("threads", threads), bool(check_finite))
     return kv_cache
 
@@ -165,12 +164,11 @@ def decode(query, kv_cache, block_table, seq_lens, layout, scale=None, num_split
         sliding_window = _arrays.require_int32("sliding_window", sliding_window)
     if workspace is None and backend in (None, "cuda", "cuda-strict", "cuda:fast", "cuda:strict"):
         workspace = _torch_workspace(query, num_splits, layout._fields[1])
-    dl = _arrays.dl  # dl(None) is None
     try:
-        _ext._decode(layout, dl(query), dl(kv_cache), dl(block_table), dl(seq_lens), float(scale), num_splits,
-                     dl(out), dl(lse), backend or "", _arrays.stream_handle(stream, query), dl(workspace),
-                     None if centroids is None else _host_centroids(centroids), dl(rotation), threads,
-                     bool(check_finite), dl(query_start_loc), dl(sinks), sliding_window)
+        _ext._decode(layout, query, kv_cache, block_table, seq_lens, float(scale), num_splits, out, lse,
+                     backend or "", _arrays.stream_handle(stream, query), workspace,
+                     None if centroids is None else _host_centroids(centroids), rotation, threads,
+                     bool(check_finite), query_start_loc, sinks, sliding_window)
     except TypeError:
         # nanobind's "incompatible function arguments": say which argument instead.
         for name, x in (("query", query), ("kv_cache", kv_cache), ("block_table", block_table),
@@ -211,9 +209,8 @@ def dequantize(kv_cache, slots, layout, basis="original", *, dtype="float32", ba
     shape = (int(slots.shape[0]), layout.num_kv_heads, layout.head_dim)
     keys = _arrays.empty(kv_cache, shape, str(dtype))
     values = _arrays.empty(kv_cache, shape, str(dtype))
-    dl = _arrays.dl
-    _ext._dequantize(layout, dl(kv_cache), dl(slots), dl(keys), dl(values), str(basis), backend or "",
-                     _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids), _arrays.dl(rotation),
+    _ext._dequantize(layout, kv_cache, slots, keys, values, str(basis), backend or "",
+                     _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids), rotation,
                      _arrays.require_int32("threads", threads))
     return keys, values
 
@@ -238,10 +235,9 @@ def dequantize_sequences(kv_cache, block_table, seq_lens, layout, max_seq=None, 
     shape = (int(block_table.shape[0]), layout.num_kv_heads, max_seq, layout.head_dim)
     keys = _arrays.zeros(kv_cache, shape, str(dtype))
     values = _arrays.zeros(kv_cache, shape, str(dtype))
-    dl = _arrays.dl
-    _ext._dequantize_sequences(layout, dl(kv_cache), dl(block_table), dl(seq_lens), dl(keys), dl(values), str(basis),
+    _ext._dequantize_sequences(layout, kv_cache, block_table, seq_lens, keys, values, str(basis),
                                backend or "", _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids),
-                               _arrays.dl(rotation))
+                               rotation)
     return keys, values
 
 

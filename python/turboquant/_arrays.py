@@ -1,9 +1,10 @@
 """Array-library plumbing: which library an array comes from, allocating outputs
 next to it, the CUDA stream a call runs on, and host (numpy) copies.
 
-The C++ extension takes any DLPack / buffer-protocol array; only allocation and
-the current stream depend on the library, so they are the only places that
-know about torch, CuPy or numpy by name."""
+The C++ extension takes any DLPack / buffer-protocol array as it is (torch
+tensors through torch's DLPack exchange table or its C exporter: the extension's
+dlpack_exchange.hpp), and takes torch's current stream itself; only allocation,
+CuPy's current stream and host copies depend on the library here."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import sys
 
 import numpy as np
 
-from . import _turboquant as _ext
 
 
 def torch_module(x):
@@ -27,37 +27,6 @@ def require_array(name, x):
     if isinstance(x, np.ndarray) or hasattr(x, "__dlpack__") or hasattr(x, "__array_interface__"):
         return
     raise TypeError(f"{name}: expected an array (numpy, torch, CuPy, JAX, ...), got {type(x).__name__}")
-
-
-# torch.Tensor once a tensor has been seen (torch is never imported here), whether the
-# extension borrows its instances, and torch's C DLPack exporter where it does not.
-_tensor_type = None
-_tensor_borrowed = False
-_to_dlpack = None
-
-
-def dl(x):
-    """What the extension is given for `x` (None stays None). A torch.Tensor: the tensor
-    itself where the extension borrows it through torch's DLPack C exchange table (torch
-    >= 2.10: no capsule, no allocation; subclasses too), else its DLPack capsule from
-    torch's C exporter, which is several microseconds cheaper per tensor than
-    ``Tensor.__dlpack__()`` (that one records and waits on a CUDA event whenever the
-    current stream is not the legacy default stream; the library runs on the caller's
-    stream, so no such handoff is needed). Anything else as it is."""
-    global _tensor_type, _tensor_borrowed, _to_dlpack
-    t = type(x)
-    if t is _tensor_type:
-        return x if _tensor_borrowed else _to_dlpack(x)
-    if t is np.ndarray or x is None:
-        return x
-    torch = torch_module(x)
-    if torch is None:
-        return x
-    if _tensor_type is None:
-        _tensor_type = torch.Tensor
-        _tensor_borrowed = _ext._borrows(torch.Tensor)
-        _to_dlpack = torch._C._to_dlpack
-    return x if _tensor_borrowed else _to_dlpack(x)
 
 
 def require_writable(name, x):
@@ -104,13 +73,11 @@ def zeros(ref, shape, dtype):
 
 
 def stream_handle(stream, ref):
-    """The cudaStream_t (as an int) a call runs on: `stream` itself (an int, a
-    torch.cuda.Stream or a CuPy stream), else the array library's current
-    stream for `ref`'s device, else 0 (the legacy default stream). None for a
-    tensor the extension borrows (dl()): the extension asks torch's exchange
-    table for that stream, without a Python call."""
-    if stream is None and _tensor_borrowed and type(ref) is _tensor_type:
-        return None
+    """The cudaStream_t (as an int) a call runs on, or None to leave it to the extension:
+    `stream` itself (an int, a torch.cuda.Stream or a CuPy stream), else CuPy's current
+    stream for a CuPy `ref`, else None: the extension takes torch's current stream on
+    the call's device for a torch `ref` (through the DLPack exchange table where torch
+    has one: no Python call) and the legacy default stream (0) for anything else."""
     if stream is not None:
         if isinstance(stream, int):
             return stream
@@ -120,18 +87,12 @@ def stream_handle(stream, ref):
                 return handle
         raise TypeError(f"stream: expected an int handle, a torch.cuda.Stream or a CuPy stream, "
                         f"got {type(stream).__name__}")
-    torch = torch_module(ref)
-    if torch is not None:
-        if not ref.is_cuda:
-            return 0
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        if raw is not None:
-            return raw(ref.get_device())
-        return torch.cuda.current_stream(ref.device).cuda_stream
+    if type(ref) is np.ndarray:
+        return None
     cupy = sys.modules.get("cupy")
     if cupy is not None and isinstance(ref, cupy.ndarray):
         return cupy.cuda.get_current_stream().ptr
-    return 0
+    return None
 
 
 def to_numpy(x, dtype=None):

@@ -6,7 +6,7 @@
 # decode rows at 2 threads (taskset -c 0,1), SoA and AoS, the repetitions
 # interleaved at random inside each process, processes alternating between the
 # builds; a summary of AoS / SoA per build and process. Logs and CSVs to $OUT.
-#   bash bench/cpu/experiments/run_host_ab.sh bench/cpu/experiments/aos-head-items.patch
+#   bash bench/cpu/experiments/run_host_ab.sh PATCH   (e.g. the items over several KV heads: git show dc97fb4:bench/cpu/experiments/aos-head-items.patch)
 #   TQ_AB_FILTER (default: the four presets at B1x32768 and B16x32768, avx512), TQ_AB_REPS (default 10)
 set -u
 patch_file=${1:?usage: run_host_ab.sh PATCH}

@@ -49,30 +49,48 @@ PyObject* attribute(PyObject* object, const char* name) {
   return r;
 }
 
-// kTorchCapsule when `type` is torch.Tensor or a subclass (torch already imported:
-// nothing here imports it), with torch's exporter and stream function.
-std::optional<ArrayRoute> torch_route(PyTypeObject* type) {
-  static PyObject* const name = PyUnicode_InternFromString("torch");  // kept for the process
+// What the torch capsule route needs of torch, taken once torch has been
+// imported (nothing here imports it) and kept for the process.
+struct TorchExports {
+  PyObject* tensor = nullptr;      // torch.Tensor
+  PyObject* to_dlpack = nullptr;   // torch._C._to_dlpack
+  PyObject* raw_stream = nullptr;  // torch._C._cuda_getCurrentRawStream (absent without CUDA)
+};
+
+const TorchExports* torch_exports() {
+  static TorchExports exports;
+  if (exports.to_dlpack != nullptr) return &exports;
+  static PyObject* const name = PyUnicode_InternFromString("torch");
   PyObject* torch = PyImport_GetModule(name);
   if (torch == nullptr) {
     PyErr_Clear();
-    return std::nullopt;
+    return nullptr;
   }
-  std::optional<ArrayRoute> r;
   PyObject* tensor = attribute(torch, "Tensor");
   PyObject* c = attribute(torch, "_C");
-  if (tensor != nullptr && c != nullptr && PyType_Check(tensor) &&
-      PyType_IsSubtype(type, reinterpret_cast<PyTypeObject*>(tensor))) {
-    ArrayRoute route;
-    route.kind = ArrayRoute::Kind::kTorchCapsule;
-    route.to_dlpack = attribute(c, "_to_dlpack");  // kept for the process, as the memo keeps the route
-    route.raw_stream = attribute(c, "_cuda_getCurrentRawStream");
-    if (route.to_dlpack != nullptr) r = route;
+  PyObject* to_dlpack = c != nullptr ? attribute(c, "_to_dlpack") : nullptr;
+  if (tensor != nullptr && PyType_Check(tensor) && to_dlpack != nullptr) {
+    exports = {tensor, to_dlpack, attribute(c, "_cuda_getCurrentRawStream")};
+  } else {
+    Py_XDECREF(tensor);
+    Py_XDECREF(to_dlpack);
   }
-  Py_XDECREF(tensor);
   Py_XDECREF(c);
   Py_DECREF(torch);
-  return r;
+  return exports.to_dlpack != nullptr ? &exports : nullptr;
+}
+
+// kTorchCapsule when `type` is torch.Tensor or a subclass.
+std::optional<ArrayRoute> torch_route(PyTypeObject* type) {
+  const TorchExports* torch = torch_exports();
+  if (torch == nullptr || !PyType_IsSubtype(type, reinterpret_cast<PyTypeObject*>(torch->tensor))) {
+    return std::nullopt;
+  }
+  ArrayRoute route;
+  route.kind = ArrayRoute::Kind::kTorchCapsule;
+  route.to_dlpack = torch->to_dlpack;
+  route.raw_stream = torch->raw_stream;
+  return route;
 }
 
 ArrayRoute look_up(PyTypeObject* type) {
@@ -150,6 +168,7 @@ std::uintptr_t ArrayRoute::current_stream(int device) const {
     case Kind::kTorchCapsule: {
       if (raw_stream == nullptr) break;  // a torch built without CUDA has no CUDA tensors either
       const nanobind::object id = nanobind::steal(PyLong_FromLong(device));
+      if (!id.is_valid()) throw nanobind::python_error();
       const nanobind::object s = nanobind::steal(PyObject_CallOneArg(raw_stream, id.ptr()));
       if (!s.is_valid()) throw nanobind::python_error();
       return nanobind::cast<std::uintptr_t>(s);

@@ -55,7 +55,7 @@ struct ArrayRoute {
   enum class Kind { kImport, kExchange, kTorchCapsule };
   Kind kind = Kind::kImport;
   const DlpackExchange* table = nullptr;  // kExchange
-  PyObject* to_dlpack = nullptr;          // kTorchCapsule: torch._C._to_dlpack (kept for the process)
+  PyObject* to_dlpack = nullptr;          // kTorchCapsule: torch._C._to_dlpack (held for the process)
   PyObject* raw_stream = nullptr;         // kTorchCapsule: torch._C._cuda_getCurrentRawStream, if torch has it
 
   // `obj` as a DLTensor through the table (kExchange); nullopt, with no

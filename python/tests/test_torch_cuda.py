@@ -195,6 +195,23 @@ def test_torch_tensors_cross_by_their_route_on_torchs_current_stream(device, exc
     assert r.stdout.split() == ["exchange" if exchange else "torch-capsule", "ok"]
 
 
+def test_tensors_torch_cannot_hand_over_are_named():
+    """A tensor neither route can read (meta device, sparse): TypeError naming the argument
+    with torch's reason, not nanobind's list of signatures."""
+    case = small_case()
+    q, cache, table, lens = on("cpu", case)
+    with pytest.raises(TypeError, match=r"query: torch cannot hand this tensor over through DLPack \(BufferError"):
+        tq.decode(q.to("meta"), cache, table, lens, case.layout)
+    with pytest.raises(TypeError, match="lse: torch cannot hand"):
+        tq.decode(q, cache, table, lens, case.layout, lse=torch.empty(q.shape[:2], device="meta"))
+    keys = torch.from_numpy(case.keys)
+    with pytest.raises(TypeError, match="keys: torch cannot hand"):
+        tq.encode(torch.zeros(case.kv_cache.shape, dtype=torch.uint8), keys.to_sparse(),
+                  torch.from_numpy(case.values), torch.from_numpy(case.slot_mapping), case.layout)
+    with pytest.raises(TypeError, match="kv_cache: torch cannot hand"):
+        tq.dequantize(cache.to("meta"), np.zeros(1, np.int64), case.layout)
+
+
 @cuda
 def test_cuda_bad_inputs():
     case = small_case()

@@ -113,9 +113,14 @@ def encode(kv_cache, keys, values, slot_mapping, layout, backend=None, *, stream
         _arrays.require_array(name, x)
     _arrays.require_writable("kv_cache", kv_cache)
     slot_mapping = _as_int64(slot_mapping)
-    _ext._encode(layout, kv_cache, keys, values, slot_mapping, backend or "",
-                 _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids), rotation,
-                 _arrays.require_int32("threads", threads), bool(check_finite))
+    try:
+        _ext._encode(layout, kv_cache, keys, values, slot_mapping, backend or "",
+                     _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids), rotation,
+                     _arrays.require_int32("threads", threads), bool(check_finite))
+    except TypeError:
+        _arrays.name_the_array((("kv_cache", kv_cache), ("keys", keys), ("values", values),
+                                ("slot_mapping", slot_mapping), ("rotation", rotation)))
+        raise
     return kv_cache
 
 
@@ -171,9 +176,9 @@ def decode(query, kv_cache, block_table, seq_lens, layout, scale=None, num_split
                      bool(check_finite), query_start_loc, sinks, sliding_window)
     except TypeError:
         # nanobind's "incompatible function arguments": say which argument instead.
-        for name, x in (("query", query), ("kv_cache", kv_cache), ("block_table", block_table),
-                        ("seq_lens", seq_lens), ("out", out)):
-            _arrays.require_array(name, x)
+        _arrays.name_the_array((("query", query), ("kv_cache", kv_cache), ("block_table", block_table),
+                                ("seq_lens", seq_lens), ("out", out), ("lse", lse), ("workspace", workspace),
+                                ("rotation", rotation), ("query_start_loc", query_start_loc), ("sinks", sinks)))
         raise
     return out
 
@@ -209,9 +214,13 @@ def dequantize(kv_cache, slots, layout, basis="original", *, dtype="float32", ba
     shape = (int(slots.shape[0]), layout.num_kv_heads, layout.head_dim)
     keys = _arrays.empty(kv_cache, shape, str(dtype))
     values = _arrays.empty(kv_cache, shape, str(dtype))
-    _ext._dequantize(layout, kv_cache, slots, keys, values, str(basis), backend or "",
-                     _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids), rotation,
-                     _arrays.require_int32("threads", threads))
+    try:
+        _ext._dequantize(layout, kv_cache, slots, keys, values, str(basis), backend or "",
+                         _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids), rotation,
+                         _arrays.require_int32("threads", threads))
+    except TypeError:
+        _arrays.name_the_array((("kv_cache", kv_cache), ("slots", slots), ("rotation", rotation)))
+        raise
     return keys, values
 
 
@@ -235,9 +244,14 @@ def dequantize_sequences(kv_cache, block_table, seq_lens, layout, max_seq=None, 
     shape = (int(block_table.shape[0]), layout.num_kv_heads, max_seq, layout.head_dim)
     keys = _arrays.zeros(kv_cache, shape, str(dtype))
     values = _arrays.zeros(kv_cache, shape, str(dtype))
-    _ext._dequantize_sequences(layout, kv_cache, block_table, seq_lens, keys, values, str(basis),
-                               backend or "", _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids),
-                               rotation)
+    try:
+        _ext._dequantize_sequences(layout, kv_cache, block_table, seq_lens, keys, values, str(basis),
+                                   backend or "", _arrays.stream_handle(stream, kv_cache),
+                                   _host_centroids(centroids), rotation)
+    except TypeError:
+        _arrays.name_the_array((("kv_cache", kv_cache), ("block_table", block_table), ("seq_lens", seq_lens),
+                                ("rotation", rotation)))
+        raise
     return keys, values
 
 

@@ -29,6 +29,24 @@ def require_array(name, x):
     raise TypeError(f"{name}: expected an array (numpy, torch, CuPy, JAX, ...), got {type(x).__name__}")
 
 
+def name_the_array(arrays):
+    """After the extension refused its arguments (nanobind's TypeError lists signatures, not
+    the argument): TypeError naming the first of `arrays` ((name, array) pairs; None
+    skipped) that is no array, or that its library cannot hand over (a torch tensor on the
+    meta device, a sparse one: torch's own reason). Returns when all look fine."""
+    for name, x in arrays:
+        if x is None:
+            continue
+        require_array(name, x)
+        torch = torch_module(x)
+        if torch is not None:
+            try:
+                torch._C._to_dlpack(x)
+            except Exception as e:  # noqa: BLE001 (torch raises BufferError, RuntimeError, ...)
+                raise TypeError(f"{name}: torch cannot hand this tensor over through DLPack "
+                                f"({type(e).__name__}: {e})") from None
+
+
 def require_writable(name, x):
     """ValueError naming `name` for a read-only numpy array (an output)."""
     if isinstance(x, np.ndarray) and not x.flags.writeable:

@@ -108,15 +108,20 @@ def encode(kv_cache, keys, values, slot_mapping, layout, backend=None, *, stream
     byte-identical with the golden model on every backend. centroids (float32
     [2^key_bits]) replaces vLLM's codebook; rotation (float32 [D, D], PiT) replaces the
     Hadamard rotation. threads: CPU worker threads (0: all)."""
-    _check_layout(layout)
-    for name, x in (("kv_cache", kv_cache), ("keys", keys), ("values", values), ("slot_mapping", slot_mapping)):
-        _arrays.require_array(name, x)
-    _arrays.require_writable("kv_cache", kv_cache)
+    # As in decode: exact type tests first (vLLM's store calls this once per layer and
+    # step); the named checks run when the extension refuses an argument.
+    if type(layout) is not Layout:
+        _check_layout(layout)
+    if type(kv_cache) is np.ndarray:
+        _arrays.require_writable("kv_cache", kv_cache)
     slot_mapping = _as_int64(slot_mapping)
+    if type(threads) is not int or not -2**31 <= threads < 2**31:
+        threads = _arrays.require_int32("threads", threads)
     try:
         _ext._encode(layout, kv_cache, keys, values, slot_mapping, backend or "",
-                     _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids), rotation,
-                     _arrays.require_int32("threads", threads), bool(check_finite))
+                     _arrays.stream_handle(stream, kv_cache),
+                     None if centroids is None else _host_centroids(centroids), rotation, threads,
+                     bool(check_finite))
     except TypeError:
         _arrays.name_the_array((("kv_cache", kv_cache), ("keys", keys), ("values", values),
                                 ("slot_mapping", slot_mapping), ("rotation", rotation)))
@@ -257,6 +262,8 @@ def dequantize_sequences(kv_cache, block_table, seq_lens, layout, max_seq=None, 
 
 def _as_int64(x):
     """int32 slot arrays (what some callers hold) widened to the library's int64."""
+    if type(x) is np.ndarray:
+        return x.astype(np.int64) if x.dtype == np.int32 else x
     torch = _arrays.torch_module(x)
     if torch is not None:
         return x.long() if x.dtype == torch.int32 else x

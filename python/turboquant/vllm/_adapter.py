@@ -209,8 +209,8 @@ def run_decode(query, kv_cache, block_table, seq_lens, lay, scale, num_splits, o
     rows = query.shape[0]
     B = rows if query_start_loc is None else query_start_loc.shape[0] - 1
     q = dense(query)
-    table = dense(block_table[:B])
-    lens = dense(seq_lens[:B])
+    table = dense(first_rows(block_table, B))
+    lens = dense(first_rows(seq_lens, B))
     qsl = None if query_start_loc is None else dense(query_start_loc)
     target_out = out if out.is_contiguous() else torch.empty(out.shape, dtype=out.dtype, device=out.device)
     target_lse = lse if lse is None or lse.is_contiguous() else torch.empty(lse.shape, dtype=lse.dtype,
@@ -227,10 +227,19 @@ def run_decode(query, kv_cache, block_table, seq_lens, lay, scale, num_splits, o
         lse.copy_(target_lse)
 
 
+def first_rows(t, rows):
+    """t[:rows] (a view), or t itself when it has exactly `rows` rows: torch's indexing
+    costs microseconds of host time per call, and vLLM's launchers run once per layer and
+    step (docs/PERFORMANCE.md, Python run 7)."""
+    return t if t.shape[0] == rows else t.narrow(0, 0, rows)
+
+
 def reuse(buf, rows, shape, dtype, device, holder, attribute, require_dtype=None):
     """vLLM's buffer rule: buf[:rows, ...] when given with at least `rows` rows (and, if
     require_dtype, that dtype); else a new tensor, remembered on `holder` as vLLM does."""
     if buf is not None and buf.shape[0] >= rows and (require_dtype is None or buf.dtype == require_dtype):
+        if buf.shape[1:] == shape[1:]:
+            return first_rows(buf, rows)
         return buf[tuple(slice(0, n) for n in shape)]
     t = torch.empty(shape, dtype=dtype, device=device)
     if holder is not None:

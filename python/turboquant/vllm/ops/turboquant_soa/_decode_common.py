@@ -25,4 +25,4 @@ def soa_decode(query, kv_cache, block_table, seq_lens, Pi, centroids, scale, mse
                         sinks=sink)
     if sink is not None:  # vLLM's LSE counts the sink (its split 0 starts at m = sink, l = 1); the library's does not
         lse.copy_(torch.logaddexp(lse, sink.to(lse.dtype)[None, :]))
-    return out.to(query.dtype)
+    return out if out.dtype == query.dtype else out.to(query.dtype)  # what .to returns, without its dispatch

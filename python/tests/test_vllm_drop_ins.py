@@ -117,6 +117,43 @@ def test_vllm_decode_drop_ins_on_cases(path, strict, monkeypatch):
         assert not hasattr(holder, "_tq_output_buf")
 
 
+@cuda
+def test_vllm_decode_drop_in_on_two_streams_at_once():
+    """Eager drop-in calls on two streams at once (vLLM's overlapped micro-batches) keep
+    their own scratch: each stream's outputs are the ones it gets alone."""
+    import threading
+    from turboquant.vllm.ops.turboquant_soa import triton_turboquant_decode_v2 as soa_v2
+    case = tq.load_case([c for c in CASES if "vllm-soa" in c][0])
+    a = vllm_args(case, "cuda")
+    q, cache, table, lens = on("cuda", case)
+    queries = [q, (q * -0.5).contiguous()]  # two problems with different outputs
+
+    def call(query):
+        return soa_v2.triton_turboquant_decode_attention_v2(
+            query, cache, table, lens, a["Pi"], a["centroids"], case.scale, a["mse_bits"], a["key_packed_size"],
+            a["value_quant_bits"], case.layout.value_data_bytes + 4, key_fp8=a["key_fp8"],
+            norm_correction=a["norm_correction"], PiT=a["Pi"], max_num_kv_splits=case.num_splits)
+
+    want = [call(x).cpu() for x in queries]
+    got = [[], []]
+
+    def worker(i):
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            for _ in range(50):
+                got[i].append(call(queries[i]))
+        s.synchronize()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(2):
+        for out in got[i]:
+            torch.testing.assert_close(out.cpu(), want[i], rtol=0, atol=0)
+
+
 def test_vllm_drop_ins_refuse_what_they_cannot_honour():
     from turboquant.vllm.ops import triton_turboquant_decode as aos_decode
     from turboquant.vllm.ops.turboquant_soa import triton_turboquant_decode as soa_v1

@@ -175,12 +175,22 @@ def dense(t):
 _workspaces = {}
 
 
+def _current_stream(index):
+    """The current stream of CUDA device `index` as an int (torch's raw handle: no
+    Stream object made per call)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
+
+
 def workspace(device, nbytes):
-    """Decode scratch on `device`: one buffer per device, grown as needed, reused by
-    eager calls; inside CUDA-graph capture a fresh one from torch's graph pool."""
+    """Decode scratch for the current stream of `device`: one buffer per (device, stream),
+    grown as needed, reused by the eager calls on that stream (two streams decoding at
+    once, as vLLM's overlapped micro-batches do, each keep their own, and torch's
+    allocator hands a dropped buffer only to work ordered after it on its stream);
+    inside CUDA-graph capture a fresh one from torch's graph pool."""
     if torch.cuda.is_current_stream_capturing():
         return torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
-    key = device.index
+    key = (device.index, _current_stream(device.index))
     buf = _workspaces.get(key)
     if buf is None or buf.numel() < nbytes:
         buf = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)

@@ -152,3 +152,17 @@ def test_an_attribute_that_is_no_table_is_ignored():
         assert ext._array_route(kind) == "import"
         got = decode_with(lambda a: a.view(kind))
         np.testing.assert_array_equal(got[0], decode_with(lambda a: a)[0])
+
+
+def test_more_array_types_than_the_route_memo_holds():
+    """The extension remembers the routes of 16 types; later ones are looked up on every
+    call and must still take their route (a table each: 24 producers, all borrowed)."""
+    producers = [Producer() for _ in range(24)]
+    want = decode_with(lambda a: a)
+    for p in producers:
+        kind = p.array_type()
+        for _ in range(2):
+            got = decode_with(lambda a, kind=kind: a.view(kind))
+            np.testing.assert_array_equal(got[0], want[0])
+        assert ext._array_route(kind) == "exchange"
+        assert p.views == 12  # 6 arrays, twice

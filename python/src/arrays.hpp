@@ -28,7 +28,7 @@ namespace nb = nanobind;
 // current stream. Borrowed through an exchange table, the view stays valid
 // while the caller's reference does, i.e. for the call; imported, `import_`
 // keeps the import alive.
-template <class Import>
+template <class Import, bool kWritten>
 class ArrayRef {
  public:
   ArrayRef() = default;
@@ -78,8 +78,8 @@ class ArrayRef {
   Import import_;
 };
 
-using InArray = ArrayRef<nb::ndarray<nb::ro>>;  // read by the library
-using OutArray = ArrayRef<nb::ndarray<>>;       // written by the library
+using InArray = ArrayRef<nb::ndarray<nb::ro>, false>;  // read by the library
+using OutArray = ArrayRef<nb::ndarray<>, true>;        // written by the library
 
 // Where an array lives: the CPU, or one CUDA device.
 struct Device {
@@ -134,17 +134,19 @@ std::string shape_string(const std::int64_t* dims, std::size_t ndim);
 namespace nanobind::detail {
 
 // Python -> tqpy::ArrayRef by the type's route: borrowed through its exchange
-// table, or nanobind's ndarray caster (same flags, so the same conversions and
-// errors) on torch's capsule or on the object itself.
-template <class Import>
-struct type_caster<tqpy::ArrayRef<Import>> {
-  NB_TYPE_CASTER(tqpy::ArrayRef<Import>, make_caster<Import>::Name)
+// table (an output only where the route says the library may write it), or
+// nanobind's ndarray caster (same flags, so the same conversions and errors) on
+// torch's capsule or on the object itself.
+template <class Import, bool kWritten>
+struct type_caster<tqpy::ArrayRef<Import, kWritten>> {
+  using Ref = tqpy::ArrayRef<Import, kWritten>;  // (a macro argument holds no bare comma)
+  NB_TYPE_CASTER(Ref, make_caster<Import>::Name)
 
   template <class Flags>  // uint8_t or uint32_t, by nanobind version
   bool from_python(handle src, Flags flags, cleanup_list* cleanup) noexcept {
     using Kind = tqpy::ArrayRoute::Kind;
     const tqpy::ArrayRoute route = tqpy::array_route(Py_TYPE(src.ptr()));
-    if (route.kind == Kind::kExchange) {
+    if (route.kind == Kind::kExchange && (route.writable || !kWritten)) {
       if (auto view = route.borrow(src.ptr())) {
         value = Value::borrowed(*view, route);
         return true;

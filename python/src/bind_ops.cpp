@@ -386,11 +386,12 @@ void bind_ops(nb::module_& m) {
       "_array_route",
       [](nb::handle type) {
         if (!PyType_Check(type.ptr())) throw nb::type_error("_array_route: expected a type");
-        return route_name(array_route(reinterpret_cast<PyTypeObject*>(type.ptr())).kind);
+        return route_name(array_route(reinterpret_cast<PyTypeObject*>(type.ptr())));
       },
       nb::arg("type"),
       "How arrays of `type` reach the extension: 'exchange' (DLPack's C exchange table: no capsule), "
-      "'torch-capsule' (torch's C exporter) or 'import' (nanobind: DLPack, buffer protocol).");
+      "'exchange-inputs' (the table for inputs; outputs through nanobind's import, which honours read-only "
+      "arrays), 'torch-capsule' (torch's C exporter) or 'import' (nanobind: DLPack, buffer protocol).");
   m.def(
       "_current_stream",
       [](const InArray& a) {

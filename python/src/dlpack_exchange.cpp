@@ -80,12 +80,15 @@ const TorchExports* torch_exports() {
   return exports.to_dlpack != nullptr ? &exports : nullptr;
 }
 
+bool is_torch_tensor_type(PyTypeObject* type) {
+  const TorchExports* torch = torch_exports();
+  return torch != nullptr && PyType_IsSubtype(type, reinterpret_cast<PyTypeObject*>(torch->tensor));
+}
+
 // kTorchCapsule when `type` is torch.Tensor or a subclass.
 std::optional<ArrayRoute> torch_route(PyTypeObject* type) {
+  if (!is_torch_tensor_type(type)) return std::nullopt;
   const TorchExports* torch = torch_exports();
-  if (torch == nullptr || !PyType_IsSubtype(type, reinterpret_cast<PyTypeObject*>(torch->tensor))) {
-    return std::nullopt;
-  }
   ArrayRoute route;
   route.kind = ArrayRoute::Kind::kTorchCapsule;
   route.to_dlpack = torch->to_dlpack;
@@ -100,6 +103,7 @@ ArrayRoute look_up(PyTypeObject* type) {
     if (const DlpackExchange* table = exchange_table(type)) {
       route.kind = ArrayRoute::Kind::kExchange;
       route.table = table;
+      route.writable = is_torch_tensor_type(type);
       return route;
     }
   }
@@ -134,9 +138,9 @@ ArrayRoute array_route(PyTypeObject* type) {
   return route;
 }
 
-const char* route_name(ArrayRoute::Kind kind) {
-  switch (kind) {
-    case ArrayRoute::Kind::kExchange: return "exchange";
+const char* route_name(const ArrayRoute& route) {
+  switch (route.kind) {
+    case ArrayRoute::Kind::kExchange: return route.writable ? "exchange" : "exchange-inputs";
     case ArrayRoute::Kind::kTorchCapsule: return "torch-capsule";
     case ArrayRoute::Kind::kImport: break;
   }

@@ -55,6 +55,11 @@ struct ArrayRoute {
   enum class Kind { kImport, kExchange, kTorchCapsule };
   Kind kind = Kind::kImport;
   const DlpackExchange* table = nullptr;  // kExchange
+  // kExchange: whether the library may write arrays it borrows. A DLTensor says
+  // nothing of read-only memory, so outputs are borrowed only from torch, whose
+  // tensors are writable; another producer's outputs go through nanobind's
+  // import, which honours DLPack's read-only flag.
+  bool writable = false;
   PyObject* to_dlpack = nullptr;          // kTorchCapsule: torch._C._to_dlpack (held for the process)
   PyObject* raw_stream = nullptr;         // kTorchCapsule: torch._C._cuda_getCurrentRawStream, if torch has it
 
@@ -75,6 +80,7 @@ struct ArrayRoute {
 // baseline: torch tensors then take kTorchCapsule).
 ArrayRoute array_route(PyTypeObject* type);
 
-const char* route_name(ArrayRoute::Kind kind);  // "import", "exchange", "torch-capsule"
+// "exchange", "exchange-inputs" (outputs imported), "torch-capsule", "import"
+const char* route_name(const ArrayRoute& route);
 
 }  // namespace tqpy

@@ -8,13 +8,12 @@
 #include <nanobind/stl/vector.h>
 
 #include <chrono>
-
-#include <climits>
 #include <optional>
 #include <string>
 
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "call_route.hpp"
 #include "device_ops.hpp"
 #include "errors.hpp"
 #include "tables.hpp"
@@ -24,86 +23,8 @@
 namespace tqpy {
 namespace {
 
-using turboquant::Backend;
 using turboquant::BackendOptions;
 using turboquant::Status;
-
-
-// Where a call runs: a registry backend on host arrays, or the CUDA kernels
-// on device arrays.
-struct Route {
-  const Backend* host = nullptr;  // set for CPU backends
-  bool cuda = false;
-  bool fast = true;  // cuda: fast (tensor cores) or strict (bit-exact)
-  std::string name;  // as the caller wrote it, for messages
-};
-
-// A call's stream argument: a cudaStream_t as an integer, or None where the
-// Python layer leaves it to the extension (turboquant/_arrays.py stream_handle).
-using StreamArg = std::optional<std::uintptr_t>;
-
-// The stream a call runs on: the caller's, else the current stream of the
-// producer of `ref` (the array whose library decides: torch's current stream
-// for a torch tensor) on the call's device, else 0 (the legacy default
-// stream; host calls ignore it).
-template <class A>
-std::uintptr_t call_stream(const StreamArg& stream, const Device& device, const A& ref) {
-  if (stream) return *stream;
-  return device.cuda ? ref.route().current_stream(device.id) : 0;
-}
-
-const char* kBackendChoices = "'cpu-ref', 'cpu', 'cpu:scalar', 'cpu:avx2', 'cpu:avx512', 'cuda', 'cuda-strict'";
-
-Route route(const std::string& backend, const Device& device, const ArrayArg& first) {
-  Route r;
-  r.name = backend;
-  if (backend.empty()) {
-    r.name = device.cuda ? "cuda" : "cpu";
-  }
-  const std::string& b = r.name;
-  if (b == "cuda" || b == "cuda:fast" || b == "cuda-strict" || b == "cuda:strict") {
-    r.cuda = true;
-    r.fast = b == "cuda" || b == "cuda:fast";
-    if (!device.cuda) {
-      throw_value_error("backend = '" + b + "' runs on CUDA arrays, but " + first.name +
-                        " is a CPU array (move the arrays to the GPU, or use backend='cpu')");
-    }
-    return r;
-  }
-  const std::string registry_name = b == "cpu" ? turboquant::cpu_backend_name() : b;
-  r.host = turboquant::find_backend(registry_name);
-  if (r.host == nullptr || registry_name.rfind("cuda", 0) == 0) {
-    throw_value_error("backend = '" + b + "' is not one of " + kBackendChoices);
-  }
-  if (device.cuda) {
-    throw_value_error("backend = '" + b + "' runs on CPU arrays, but " + first.name + " is on " + device.name() +
-                      " (use backend='cuda' or 'cuda-strict', or pass CPU arrays)");
-  }
-  check(r.host->status(), "backend '" + b + "'");
-  return r;
-}
-
-int as_int(const char* what, std::int64_t v) {
-  if (v > INT_MAX) throw_value_error(std::string(what) + " = " + std::to_string(v) + " exceeds 2^31 - 1");
-  return static_cast<int>(v);
-}
-
-turboquant::ConstCacheView cache_view(const PyLayout& l, const ArrayArg& cache) {
-  return {l.layout, static_cast<const std::uint8_t*>(cache.data), cache.dim(0)};
-}
-
-// kv_cache [num_blocks, block_size, Hk, slot_bytes_aligned] uint8.
-template <class Array, class Check>
-ArrayArg cache_array(const PyLayout& l, const Array& a, Check check_array) {
-  return check_array("kv_cache", a, {Elem::kUInt8},
-                     {-1, l.layout.block_size, l.layout.num_kv_heads, l.layout.format.slot_bytes_aligned()},
-                     {"num_blocks", "block_size", "num_kv_heads", "slot_bytes_aligned"});
-}
-
-BackendOptions host_options(int threads) {
-  if (threads < 0) throw_value_error("threads = " + std::to_string(threads) + " must be >= 0 (0: all)");
-  return BackendOptions{threads};
-}
 
 // A decode with its arguments checked and its backend chosen.
 struct PreparedDecode {
@@ -382,22 +303,6 @@ void bind_ops(nb::module_& m) {
         nb::arg("num_splits"), nb::arg("head_dim"),
         "Bytes of the CUDA decode workspace for up to `batch` sequences (0 without the CUDA backend).");
   m.def("cuda_built", &cuda_built, "Whether this build has the CUDA backend.");
-  m.def(
-      "_array_route",
-      [](nb::handle type) {
-        if (!PyType_Check(type.ptr())) throw nb::type_error("_array_route: expected a type");
-        return route_name(array_route(reinterpret_cast<PyTypeObject*>(type.ptr())));
-      },
-      nb::arg("type"),
-      "How arrays of `type` reach the extension: 'exchange' (DLPack's C exchange table: no capsule), "
-      "'exchange-inputs' (the table for inputs; outputs through nanobind's import, which honours read-only "
-      "arrays), 'torch-capsule' (torch's C exporter) or 'import' (nanobind: DLPack, buffer protocol).");
-  m.def(
-      "_current_stream",
-      [](const InArray& a) {
-        return call_stream(std::nullopt, Device{a.device_type() == nb::device::cuda::value, a.device_id()}, a);
-      },
-      nb::arg("array"), "The stream a call on `array` runs on when the Python layer passes stream=None (tests).");
 }
 
 }  // namespace tqpy

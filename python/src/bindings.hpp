@@ -26,5 +26,6 @@ void bind_layout(nb::module_& m);  // Layout, codebook, backends, isas
 void bind_ops(nb::module_& m);     // encode, decode, dequantize
 void bind_case(nb::module_& m);    // the case-directory loader
 void bind_check(nb::module_& m);   // validate
+void bind_routes(nb::module_& m);  // how arrays reach a call, and its stream (tests, benchmarks)
 
 }  // namespace tqpy

@@ -80,15 +80,17 @@ const TorchExports* torch_exports() {
   return exports.to_dlpack != nullptr ? &exports : nullptr;
 }
 
-bool is_torch_tensor_type(PyTypeObject* type) {
+// torch's exports when `type` is torch.Tensor or a subclass, else null.
+const TorchExports* torch_of(PyTypeObject* type) {
   const TorchExports* torch = torch_exports();
-  return torch != nullptr && PyType_IsSubtype(type, reinterpret_cast<PyTypeObject*>(torch->tensor));
+  return torch != nullptr && PyType_IsSubtype(type, reinterpret_cast<PyTypeObject*>(torch->tensor)) ? torch
+                                                                                                    : nullptr;
 }
 
 // kTorchCapsule when `type` is torch.Tensor or a subclass.
 std::optional<ArrayRoute> torch_route(PyTypeObject* type) {
-  if (!is_torch_tensor_type(type)) return std::nullopt;
-  const TorchExports* torch = torch_exports();
+  const TorchExports* torch = torch_of(type);
+  if (torch == nullptr) return std::nullopt;
   ArrayRoute route;
   route.kind = ArrayRoute::Kind::kTorchCapsule;
   route.to_dlpack = torch->to_dlpack;
@@ -103,7 +105,7 @@ ArrayRoute look_up(PyTypeObject* type) {
     if (const DlpackExchange* table = exchange_table(type)) {
       route.kind = ArrayRoute::Kind::kExchange;
       route.table = table;
-      route.writable = is_torch_tensor_type(type);
+      route.writable = torch_of(type) != nullptr;
       return route;
     }
   }

@@ -8,4 +8,5 @@ NB_MODULE(_turboquant, m) {
   tqpy::bind_ops(m);
   tqpy::bind_case(m);
   tqpy::bind_check(m);
+  tqpy::bind_routes(m);
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One full device session: build, tests, benchmarks, sanitizers; logs to $OUT.
 #   bash bench/gpu/run_h200.sh [steps]   steps: comma list of
-#   build,test,ctest,bench,multi,dequantize,cpu,compare,wide,loader,ncuwide,ncusrc,dram,sdpa,memcheck,racecheck,initcheck,
+#   build,test,ctest,bench,multi,dequantize,cpu,compare,wide,loader,ncuwide,ncusrc,ncustrict,dram,sdpa,memcheck,racecheck,initcheck,
 #   synccheck,sass,ncu (default: build,test,bench,sdpa and the four sanitizers)
 #   ctest     the whole suite (CPU, tool, reliability and GPU tests; the cross-backend
 #             tests then include the CUDA backends); builds every target
@@ -31,6 +31,8 @@
 #             TQ_PACE_CONFIGS entry (cluster:pace_tiles:force: TQ_FAST_CLUSTER, TQ_FAST_PACE,
 #             TQ_FAST_CLUSTER_FORCE), interleaved TQ_COMPARE_ROUNDS times (default 3; shapes
 #             TQ_PACE_SHAPES; table: pace_table.py)
+#   ncustrict ncu's source counters (per SASS instruction, CSV) and warp states of one strict decode,
+#             SoA and AoS, TQ_NCU_STRICT_CASE (default 4bit_nc:32x8192)
 #   dram      ncu's DRAM and L2 bytes of the fast decode, 16x32768, SoA and AoS (under each
 #             TQ_DRAM_CONFIGS pacing), 4bit_nc and k8v4 (dram.log; PERFORMANCE.md rounds 14 and 20)
 #   TQ_CUDA_ARCH     CMAKE_CUDA_ARCHITECTURES of the build (default 90a: the wide kernel's wgmma;
@@ -163,7 +165,18 @@ ncusrc() {
   ncu -i /tmp/tq-ncusrc.ncu-rep --page source --csv --print-source cuda > "$OUT/ncusrc-cuda.csv" || return 1
   ncu -i /tmp/tq-ncusrc.ncu-rep --page source --csv --print-source sass | gzip > "$OUT/ncusrc-sass.csv.gz"
 }
-export -f build compare wide loader pace dram ncuwide ncusrc
+ncustrict() {  # ncu source counters of one strict decode launch per layout (TQ_NCU_STRICT_CASE preset:shape)
+  local preset shape layout
+  IFS=: read -r preset shape <<< "${TQ_NCU_STRICT_CASE:-4bit_nc:32x8192}"
+  for layout in soa aos; do
+    ncu --clock-control none -k regex:strict_decode --launch-count 1 --section SourceCounters --section WarpStateStats \
+      --section SchedulerStats --section SpeedOfLight --section Occupancy -f -o /tmp/tq-ncustrict-$layout \
+      $B/bench/gpu/bench_gpu --reps 1 --mode strict --preset $preset --layout $layout --shape $shape || return 1
+    ncu -i /tmp/tq-ncustrict-$layout.ncu-rep --page details > "$OUT/ncustrict-$layout-details.txt" || return 1
+    ncu -i /tmp/tq-ncustrict-$layout.ncu-rep --page source --csv --print-source sass | gzip > "$OUT/ncustrict-$layout-sass.csv.gz"
+  done
+}
+export -f build compare wide loader pace dram ncuwide ncusrc ncustrict
 export B OUT steps
 has build && { run_step build 300 bash -c build || { log "build failed"; exit 1; }; }
 has test && run_step test 200 $B/tests/test_gpu --gtest_color=no --gtest_filter="${TQ_TEST_FILTER:-*}"
@@ -182,6 +195,7 @@ has ncuwide && run_step ncuwide 150 bash -c ncuwide
 has ncusrc && run_step ncusrc 120 bash -c ncusrc
 has pace && run_step pace 240 bash -c pace
 has dram && run_step dram 150 bash -c dram
+has ncustrict && run_step ncustrict 150 bash -c ncustrict
 has ctest && run_step ctest 300 bash -c "cd $B && ctest -j16 --output-on-failure"
 has sdpa && PYTHONUNBUFFERED=1 run_step sdpa 90 python3 bench/gpu/sdpa_baseline.py --csv "$OUT/sdpa.csv"
 SAN_FILTER='GpuCases.*:GpuGraph.*:GpuPlan.*:GpuDeviceHelpers.*:GpuFastHelpers.*:GpuDecode.LargeGrid*:GpuDecode.AosLargeGrid*:GpuDecode.AosCacheAtAnyEvenOffset*:GpuEncode.*Misaligned*:GpuFastAos.*:GpuDequantize*:GpuMultiToken.*:*GpuMultiTokenGrid*/2*'
@@ -195,11 +209,11 @@ has initcheck && run_step initcheck 150 compute-sanitizer --tool initcheck --err
   $B/tests/test_gpu --gtest_filter="$SAN_FILTER" --gtest_color=no
 has synccheck && run_step synccheck 120 compute-sanitizer --tool synccheck --error-exitcode 9 \
   $B/tests/test_gpu --gtest_filter="$SAN_FILTER" --gtest_color=no
-if has sass; then  # SASS of the main instantiations (D 128, GQA 4), for instruction counts
+if has sass; then  # SASS of the D 128 kernel files (every instance), gzipped, for instruction counts
   o=$B/gpu/CMakeFiles/turboquant_cuda.dir/src
-  cuobjdump -sass -fun '_ZN10turboquant4cuda6detail18fast_decode_kernelILi128ELi4ELi4EEEvNS1_12DecodeParamsE' $o/fast_kernels_d128.cu.o > "$OUT/fast_128_4_4.sass" 2>&1
-  cuobjdump -sass -fun '_ZN10turboquant4cuda6detail20strict_decode_kernelILi128ELi4ELi4ELi4EEEvNS1_12DecodeParamsE' $o/strict_kernels_d128.cu.o > "$OUT/strict_128_4_4_4.sass" 2>&1
-  cuobjdump -sass -fun '_ZN10turboquant4cuda6detail13encode_kernelILi128ELb0ELNS_4core5DTypeE2ELb1EEEvNS1_12EncodeParamsE' $o/encode_kernels.cu.o > "$OUT/encode_128_bf16.sass" 2>&1
+  for f in strict_kernels_d128 strict_kernels_aos_d128 fast_kernels_d128 fast_kernels_tc_d128 dequantize_kernels_d128 encode_kernels; do
+    [ -f $o/$f.cu.o ] && cuobjdump -sass $o/$f.cu.o | gzip > "$OUT/$f.sass.gz"
+  done
 fi
 if has ncu; then
   NCU_SECTIONS="--section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats --section ComputeWorkloadAnalysis"

@@ -198,7 +198,7 @@ has dram && run_step dram 150 bash -c dram
 has ncustrict && run_step ncustrict 150 bash -c ncustrict
 has ctest && run_step ctest 300 bash -c "cd $B && ctest -j16 --output-on-failure"
 has sdpa && PYTHONUNBUFFERED=1 run_step sdpa 90 python3 bench/gpu/sdpa_baseline.py --csv "$OUT/sdpa.csv"
-SAN_FILTER='GpuCases.*:GpuGraph.*:GpuPlan.*:GpuDeviceHelpers.*:GpuFastHelpers.*:GpuDecode.LargeGrid*:GpuDecode.AosLargeGrid*:GpuDecode.AosCacheAtAnyEvenOffset*:GpuEncode.*Misaligned*:GpuFastAos.*:GpuDequantize*:GpuMultiToken.*:*GpuMultiTokenGrid*/2*'
+SAN_FILTER='GpuCases.*:GpuGraph.*:GpuPlan.*:GpuDeviceHelpers.*:GpuFastHelpers.*:GpuDecode.LargeGrid*:GpuDecode.AosLargeGrid*:GpuDecode.AosUniform*:GpuDecode.AosCacheAtAnyEvenOffset*:GpuEncode.*Misaligned*:GpuFastAos.*:GpuDequantize*:GpuMultiToken.*:*GpuMultiTokenGrid*/2*'
 SAN_FILTER=${TQ_SAN_FILTER:-$SAN_FILTER}
 RACE_FILTER=${TQ_SAN_FILTER:-"GpuMultiToken.*:GpuCases.*:GpuPlan.*:GpuDeviceHelpers.*:GpuDecode.LargeGrid*:GpuDecode.AosLargeGrid*:GpuEncode.*Misaligned*:GpuFastAos.*:GpuDequantize*:*GpuMultiTokenGrid*/2*"}
 has memcheck && run_step memcheck 120 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 \

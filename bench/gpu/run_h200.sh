@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One full device session: build, tests, benchmarks, sanitizers; logs to $OUT.
 #   bash bench/gpu/run_h200.sh [steps]   steps: comma list of
-#   build,test,ctest,bench,multi,dequantize,cpu,compare,wide,loader,ncuwide,ncusrc,ncustrict,dram,sdpa,memcheck,racecheck,initcheck,
+#   build,test,ctest,pytest,bench,multi,dequantize,cpu,compare,wide,loader,ncuwide,ncusrc,ncustrict,dram,sdpa,memcheck,racecheck,initcheck,
 #   synccheck,sass,ncu (default: build,test,bench,sdpa and the four sanitizers)
+#   pytest    the Python package's tests (CPU and CUDA; the build step then builds the
+#             extension and tq in the same build directory)
 #   ctest     the whole suite (CPU, tool, reliability and GPU tests; the cross-backend
 #             tests then include the CUDA backends); builds every target
 #   multi     bench_gpu --q-len: multi-token rows against single-token and expanded rows
@@ -77,14 +79,16 @@ build() {
   local cfg=(-S . -B $B -G Ninja -DCMAKE_CUDA_ARCHITECTURES=${TQ_CUDA_ARCH:-90a} -DCMAKE_BUILD_TYPE=Release -DTURBOQUANT_ENABLE_CUDA=ON
              "-DCMAKE_CUDA_FLAGS=${TQ_CUDA_FLAGS:-}")
   local tools=OFF
-  [[ ",$steps," == *",ctest,"* ]] && tools=ON
+  [[ ",$steps," == *",ctest,"* || ",$steps," == *",pytest,"* ]] && tools=ON
+  [[ ",$steps," == *",pytest,"* ]] && cfg+=(-DTURBOQUANT_ENABLE_PYTHON=ON "-DPython_EXECUTABLE=$(command -v python3)")
   if ! cmake "${cfg[@]}" -DTURBOQUANT_ENABLE_BENCH=ON -DTURBOQUANT_ENABLE_TOOLS=$tools; then
     echo "configure with benchmarks failed; retrying without (bench_gpu built by hand)"
     cmake "${cfg[@]}" -DTURBOQUANT_ENABLE_BENCH=OFF -DTURBOQUANT_ENABLE_TOOLS=OFF || return 1
   fi
   local targets=test_gpu
   [[ ",$steps," == *",cpu,"* ]] && targets="test_gpu test_cpu bench_cpu"
-  if [[ $tools == ON ]]; then cmake --build $B -j16 || return 1; else cmake --build $B --target $targets -j16 || return 1; fi
+  [[ ",$steps," == *",pytest,"* ]] && targets+=" _turboquant tq"
+  if [[ ",$steps," == *",ctest,"* ]]; then cmake --build $B -j16 || return 1; else cmake --build $B --target $targets -j16 || return 1; fi
   if cmake --build $B --target help | grep -q bench_gpu; then
     cmake --build $B --target bench_gpu -j16 || return 1
   else
@@ -197,6 +201,7 @@ has pace && run_step pace 240 bash -c pace
 has dram && run_step dram 150 bash -c dram
 has ncustrict && run_step ncustrict 150 bash -c ncustrict
 has ctest && run_step ctest 300 bash -c "cd $B && ctest -j16 --output-on-failure"
+has pytest && PYTHONPATH=$B/python TQ_BIN=$B/tools/tq/tq run_step pytest 240 python3 -m pytest python/tests -q -p no:cacheprovider -rs
 has sdpa && PYTHONUNBUFFERED=1 run_step sdpa 90 python3 bench/gpu/sdpa_baseline.py --csv "$OUT/sdpa.csv"
 SAN_FILTER='GpuCases.*:GpuGraph.*:GpuPlan.*:GpuDeviceHelpers.*:GpuFastHelpers.*:GpuDecode.LargeGrid*:GpuDecode.AosLargeGrid*:GpuDecode.AosUniform*:GpuDecode.AosCacheAtAnyEvenOffset*:GpuEncode.*Misaligned*:GpuFastAos.*:GpuDequantize*:GpuMultiToken.*:*GpuMultiTokenGrid*/2*'
 SAN_FILTER=${TQ_SAN_FILTER:-$SAN_FILTER}

@@ -200,9 +200,8 @@ struct StrictTileSource {
     } else {
       if (!chunked) return -1;
       const core::BlockLayout& l = layout();
-      const std::int64_t first = l.key_data_offset(0, kv_head);
-      if ((l.key_data_offset(1, kv_head) - first) % 16 != 0) return -1;
-      return static_cast<int>(first & 14);
+      if (l.token_stride() % 16 != 0) return -1;
+      return static_cast<int>(l.head_key_offset(kv_head) & 14);
     }
   }
   __device__ int token(int tile_start) const { return tile_start + (lane & 15); }

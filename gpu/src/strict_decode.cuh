@@ -112,36 +112,33 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
     blk_next = src.block_of(range.begin + kT);
   }
 
-  with_row_shift<Record>(src.uniform_shift_bytes(), [&](const auto& shift) {
-    int buf = 0;
-    for (int tile = range.begin; tile < range.end; tile += kT, buf ^= 1) {
-      const int n = min(kT, range.end - tile);
-      const int next = tile + kT;
-      const float4 meta_now = meta_cur;
-      const std::uint8_t* rec_next = nullptr;
-      if (next < range.end) {  // (inline: as a helper this look-ahead cost 8 registers)
-        rec_next = src.record_of(next, blk_next);
-        meta_cur = src.meta_of(next, blk_next);
-        blk_next = src.block_of(next + kT);
-      }
-      __syncwarp();  // the previous tile's readers of ws (meta, the other buffer) are done
-      if (next < range.end) src.stage(ws.raw[buf ^ 1], rec_next, min(kT, range.end - next));
-      cp_async_commit();
-      if (tg == 0) {  // rows past the tile's end get zero metadata (shift 0: row_shift_bytes)
-        src.stage_meta(ws.meta[tl], ws.raw[buf][tl], tl < n ? meta_now : make_float4(0.0f, 0.0f, 0.0f, 0.0f));
-      }
-      cp_async_wait<1>();  // this tile's records have landed
-      __syncwarp();
-      const std::uint32_t (*raw)[Shared::kRow] = ws.raw[buf];
-
-      strict_tile_scores<Record, H>(shift, raw, qr, centroids, f, ws.meta, slots, lane, ws.scores);
-      __syncwarp();
-
-      const float alpha = strict_softmax_tile<H>(ws.scores, ws.probs, n, lane, state);
-      strict_tile_values<E, H, Record>(shift, acc, alpha, raw, ws.meta, ws.probs, n,
-                                       Record::kValueOffset * 8 + VB * E * lane);
+  int buf = 0;
+  for (int tile = range.begin; tile < range.end; tile += kT, buf ^= 1) {
+    const int n = min(kT, range.end - tile);
+    const int next = tile + kT;
+    const float4 meta_now = meta_cur;
+    const std::uint8_t* rec_next = nullptr;
+    if (next < range.end) {  // (inline: as a helper this look-ahead cost 8 registers)
+      rec_next = src.record_of(next, blk_next);
+      meta_cur = src.meta_of(next, blk_next);
+      blk_next = src.block_of(next + kT);
     }
-  });
+    __syncwarp();  // the previous tile's readers of ws (meta, the other buffer) are done
+    if (next < range.end) src.stage(ws.raw[buf ^ 1], rec_next, min(kT, range.end - next));
+    cp_async_commit();
+    if (tg == 0) {  // rows past the tile's end get zero metadata (shift 0: row_shift_bytes)
+      src.stage_meta(ws.meta[tl], ws.raw[buf][tl], tl < n ? meta_now : make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+    }
+    cp_async_wait<1>();  // this tile's records have landed
+    __syncwarp();
+    const std::uint32_t (*raw)[Shared::kRow] = ws.raw[buf];
+
+    strict_tile_scores<Record, H>(raw, qr, centroids, f, ws.meta, slots, lane, ws.scores);
+    __syncwarp();
+
+    const float alpha = strict_softmax_tile<H>(ws.scores, ws.probs, n, lane, state);
+    strict_tile_values<E, H, Record>(acc, alpha, raw, ws.meta, ws.probs, n, Record::kValueOffset * 8 + VB * E * lane);
+  }
   strict_write_partial<D, H, E>(p, blk, split, acc, E * lane, state, true, lane);
 }
 

@@ -95,47 +95,44 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
     blk_next = src.block_of(mine + kGroup);
   }
 
-  with_row_shift<Record>(src.uniform_shift_bytes(), [&](const auto& shift) {
-    int buf = 0;
-    for (int g0 = range.begin; g0 < range.end; g0 += kGroup, buf ^= 1) {
-      const int mine = g0 + warp * kT;
-      const int n_mine = tile_tokens(mine);
-      const float4 meta_now = meta_cur;
-      const int next = mine + kGroup;
-      const std::uint8_t* rec_next = nullptr;
-      if (next < range.end) {
-        rec_next = src.record_of(next, blk_next);
-        meta_cur = src.meta_of(next, blk_next);
-        blk_next = src.block_of(next + kGroup);
-      }
-      __syncthreads();  // phase B of the previous group is done: its buffers and scores are free
-      const int n_next = tile_tokens(next);
-      if (n_next > 0) src.stage(sm.raw[buf ^ 1][warp], rec_next, n_next);
-      cp_async_commit();
-      if (tg == 0) {  // rows past the tile's end get zero metadata (shift 0: row_shift_bytes)
-        src.stage_meta(sm.meta[buf][warp][tl], sm.raw[buf][warp][tl],
-                       tl < n_mine ? meta_now : make_float4(0.0f, 0.0f, 0.0f, 0.0f));
-      }
-      cp_async_wait<1>();  // this warp's tile of the group has landed
-      __syncwarp();
-      // Phase A: this warp's scores.
-      if (n_mine > 0) {
-        strict_tile_scores<Record, H>(shift, sm.raw[buf][warp], qr, centroids, f, sm.meta[buf][warp], slots, lane,
-                                      sm.scores[warp]);
-      }
-      __syncthreads();  // the group's records, metadata and scores are visible to every warp
-      // Phase B: the group's tiles in order, this warp's dims.
-#pragma unroll 1
-      for (int k = 0; k < W; ++k) {
-        const int n = tile_tokens(g0 + k * kT);
-        if (n <= 0) break;
-        const float alpha = strict_softmax_tile<H>(sm.scores[k], sm.probs[warp], n, lane, state);
-        strict_tile_values<E, H, Record>(shift, acc, alpha, sm.raw[buf][k], sm.meta[buf][k], sm.probs[warp], n,
-                                         value_bit);
-        __syncwarp();  // probs[warp] is rewritten by the next tile
-      }
+  int buf = 0;
+  for (int g0 = range.begin; g0 < range.end; g0 += kGroup, buf ^= 1) {
+    const int mine = g0 + warp * kT;
+    const int n_mine = tile_tokens(mine);
+    const float4 meta_now = meta_cur;
+    const int next = mine + kGroup;
+    const std::uint8_t* rec_next = nullptr;
+    if (next < range.end) {
+      rec_next = src.record_of(next, blk_next);
+      meta_cur = src.meta_of(next, blk_next);
+      blk_next = src.block_of(next + kGroup);
     }
-  });
+    __syncthreads();  // phase B of the previous group is done: its buffers and scores are free
+    const int n_next = tile_tokens(next);
+    if (n_next > 0) src.stage(sm.raw[buf ^ 1][warp], rec_next, n_next);
+    cp_async_commit();
+    if (tg == 0) {  // rows past the tile's end get zero metadata (shift 0: row_shift_bytes)
+      src.stage_meta(sm.meta[buf][warp][tl], sm.raw[buf][warp][tl],
+                     tl < n_mine ? meta_now : make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+    }
+    cp_async_wait<1>();  // this warp's tile of the group has landed
+    __syncwarp();
+    // Phase A: this warp's scores.
+    if (n_mine > 0) {
+      strict_tile_scores<Record, H>(sm.raw[buf][warp], qr, centroids, f, sm.meta[buf][warp], slots, lane,
+                                    sm.scores[warp]);
+    }
+    __syncthreads();  // the group's records, metadata and scores are visible to every warp
+    // Phase B: the group's tiles in order, this warp's dims.
+#pragma unroll 1
+    for (int k = 0; k < W; ++k) {
+      const int n = tile_tokens(g0 + k * kT);
+      if (n <= 0) break;
+      const float alpha = strict_softmax_tile<H>(sm.scores[k], sm.probs[warp], n, lane, state);
+      strict_tile_values<E, H, Record>(acc, alpha, sm.raw[buf][k], sm.meta[buf][k], sm.probs[warp], n, value_bit);
+      __syncwarp();  // probs[warp] is rewritten by the next tile
+    }
+  }
   strict_write_partial<D, H, E>(p, blk, split, acc, first_dim, state, warp == 0, lane);
 }
 

@@ -54,48 +54,13 @@ struct StrictRecord {
 };
 
 // Bit shift of a staged row (StrictRecord::kShiftedRows): record bit b is row bit
-// b + 8 x row_shift_bytes. It travels in the token's staged metadata (.w: the shift
+// b + row_shift_bits. It travels in the token's staged metadata (.w: the shift
 // in bytes, an even number up to 14, nothing else; StrictTileSource::
 // stage_meta), so that it is one operand of the address arithmetic. Rows past
 // a tile's end are staged with zero metadata (their scores are computed and
 // never used): every row's shift stays inside it.
 __device__ __forceinline__ int row_shift_bytes(const float4& meta) { return static_cast<int>(__float_as_uint(meta.w)); }
-
-// Where the tile phases take a staged row's shift from: the row's own
-// metadata (RowShiftPerRow), one shift for every row of the warp
-// (RowShiftUniform: all slots of the warp's KV head at the same 16-byte phase,
-// StrictTileSource::uniform_shift_bytes), or none (rows that are not
-// shifted). A uniform shift is a loop invariant, so the phases' row and field
-// addresses are set up once instead of once per row and token. Both give the
-// same shift for a row: the choice never changes a bit.
-struct RowShiftPerRow {
-  __device__ __forceinline__ int bytes(const float4& meta) const { return row_shift_bytes(meta); }
-  __device__ __forceinline__ int bits(const float4& meta) const { return 8 * bytes(meta); }
-};
-struct RowShiftUniform {
-  int shift_bytes;
-  __device__ __forceinline__ int bytes(const float4&) const { return shift_bytes; }
-  __device__ __forceinline__ int bits(const float4&) const { return 8 * shift_bytes; }
-};
-struct RowShiftNone {
-  __device__ __forceinline__ int bytes(const float4&) const { return 0; }
-  __device__ __forceinline__ int bits(const float4&) const { return 0; }
-};
-
-// fn(shift) with the shift policy of the warp's rows (Rec: StrictRecord;
-// uniform_bytes: StrictTileSource::uniform_shift_bytes).
-template <class Rec, class F>
-__device__ __forceinline__ void with_row_shift(int uniform_bytes, F&& fn) {
-  if constexpr (Rec::kShiftedRows) {
-    if (uniform_bytes >= 0) {
-      fn(RowShiftUniform{uniform_bytes});
-    } else {
-      fn(RowShiftPerRow{});
-    }
-  } else {
-    fn(RowShiftNone{});
-  }
-}
+__device__ __forceinline__ int row_shift_bits(const float4& meta) { return 8 * row_shift_bytes(meta); }
 
 // The query heads of a block of either strict kernel: grid (splits, Hk x
 // chunks, batch), chunk `chunk` of H heads of KV head kv_head's group.
@@ -188,21 +153,6 @@ struct StrictTileSource {
     core::BlockLayout l = p.layout;
     l.format.layout = Rec::kFormat.layout;
     return l;
-  }
-  // The shift of every staged row when all slots of the KV head share their
-  // 16-byte phase (chunked copies and a token stride of whole 16-byte units,
-  // e.g. vLLM's 4bit_nc, k3v4_nc and 3bit_nc caches with 8 KV heads, k8v4 with
-  // 4 or 8), else -1 (shifts per row). The base and block bytes of a chunked
-  // cache are 16-byte multiples, so a slot's phase is its offset's in the block.
-  __device__ int uniform_shift_bytes() const {
-    if constexpr (!Rec::kShiftedRows) {
-      return -1;
-    } else {
-      if (!chunked) return -1;
-      const core::BlockLayout& l = layout();
-      if (l.token_stride() % 16 != 0) return -1;
-      return static_cast<int>(l.head_key_offset(kv_head) & 14);
-    }
   }
   __device__ int token(int tile_start) const { return tile_start + (lane & 15); }
   // Token t (>= 0) of the sequence: its page of the block table and its slot in

@@ -75,11 +75,13 @@ FastWave fast_wave(const core::BlockLayout& l, bool has_query_start_loc, int row
 
 // The cluster of the AoS head pacing (cluster_pace.cuh) for grid y = grid_y,
 // or 1 (PERFORMANCE.md round 20 has the measurements).
-//   What: the single-token kernel's tensor-copy instances (AoS 4bit_nc and
-//   k3v4_nc), whose boxes read whole 16-byte units around every slot. On an
-//   H100 pacing made them 0.71-0.87x as long at 32 x 8192 and 16 x 32768; the
-//   cp.async instances gained at most 3% (k8v4) or lost 7-10% (3bit_nc), the
-//   multi-token rows' two-tile instance lost 7%.
+//   What: pace_capable instances: the single-token kernel's tensor-copy ones
+//   (AoS 4bit_nc and k3v4_nc), whose boxes read whole 16-byte units around
+//   every slot (on an H100 pacing made them 0.71-0.87x as long at 32 x 8192
+//   and 16 x 32768), and its FP8 ones (k8v4, cp.async: 0.97x at 16 x 32768);
+//   the 3-bit cp.async instances lost 7-10%, the multi-token rows' two-tile
+//   instance 7%. Clusters need sm_90, as tensor copies do
+//   (device_has_tensor_copies).
 //   Where: devices of less DRAM bandwidth per SM than kPaceMaxDramMbpsPerSm
 //   (an H100; on an H200 the same plan cost 9-10%).
 //   Size: the largest cluster the policy allows of which the device holds as
@@ -88,7 +90,7 @@ FastWave fast_wave(const core::BlockLayout& l, bool has_query_start_loc, int row
 // A forced policy paces wherever a cluster divides grid y.
 int pace_cluster_for(const core::BlockLayout& l, int grid_y, bool single_token, bool tensor_copy, int column_tiles,
                      int warps) {
-  if (!l.aos() || !single_token || !tensor_copy) return 1;  // tensor_copy: sm_90 and newer
+  if (!pace_capable(l.aos(), single_token, tensor_copy, l.format.fp8_keys()) || !device_has_tensor_copies()) return 1;
   const PacePolicy policy = pace_policy();
   if (!policy.force && device_dram_mbps_per_sm() >= kPaceMaxDramMbpsPerSm) return 1;
   const std::int64_t blocks =

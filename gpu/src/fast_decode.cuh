@@ -131,9 +131,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
   const int c = lane & 3;   // quad position: key chunk c; score columns (heads) 2c, 2c + 1
   const int num_tiles = (range.size() + T::kTile - 1) / T::kTile;
   const int my_tiles = num_tiles > warp ? (num_tiles - warp + T::kWarps - 1) / T::kWarps : 0;
-  // Only the single-token kernel's AoS tensor-copy instances are ever paced
-  // (decode_plan.cpp's pace_cluster_for); the others compile the pacing out.
-  constexpr bool kPaced = T::kAos && T::kTensorCopy && !kRows;
+  // Only pace_capable instances are ever paced (decode_plan.cpp's
+  // pace_cluster_for); the others compile the pacing out.
+  constexpr bool kPaced = pace_capable(T::kAos, !kRows, T::kTensorCopy, T::kFp8);
   const ClusterPacer pacer{kPaced && p.pace_cluster > 1 ? p.pace_tiles : 0};
   std::uint8_t* const stages = work + warp * T::kStages * T::kStageBytes;
   using Loader = std::conditional_t<T::kTensorCopy, FastTensorLoader<T>, FastTileLoader<T>>;

@@ -42,7 +42,7 @@
 // each key's squared centroid norm: one more mma per k-step (the fragment's
 // fp16 squares times ones), then core::decoded_key_norm once per lane.
 //
-// AoS blocks of the KV heads of one split (single-token tensor-copy instances,
+// AoS blocks of the KV heads of one split (pace_capable: single-token tensor-copy and FP8 instances,
 // on devices of little DRAM bandwidth per SM) run as a cluster and keep pace
 // with each other (cluster_pace.cuh), so the token rows they share come from
 // DRAM once.

@@ -74,11 +74,11 @@ FastWave fast_wave(const core::BlockLayout& l, bool has_query_start_loc, int row
 }
 
 // The cluster of the AoS head pacing (cluster_pace.cuh) for grid y = grid_y,
-// or 1 (PERFORMANCE.md round 20 has the measurements).
+// or 1 (PERFORMANCE.md rounds 20 and 21 have the measurements).
 //   What: pace_capable instances: the single-token kernel's tensor-copy ones
 //   (AoS 4bit_nc and k3v4_nc), whose boxes read whole 16-byte units around
 //   every slot (on an H100 pacing made them 0.71-0.87x as long at 32 x 8192
-//   and 16 x 32768), and its FP8 ones (k8v4, cp.async: 0.97x at 16 x 32768);
+//   and 16 x 32768), and its FP8 ones (k8v4, cp.async: 0.96-0.97x at 32 x 8192 and 16 x 32768);
 //   the 3-bit cp.async instances lost 7-10%, the multi-token rows' two-tile
 //   instance 7%. Clusters need sm_90, as tensor copies do
 //   (device_has_tensor_copies).

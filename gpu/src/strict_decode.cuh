@@ -112,6 +112,7 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
     blk_next = src.block_of(range.begin + kT);
   }
 
+  const auto shift = src.template row_shift<C>();
   int buf = 0;
   for (int tile = range.begin; tile < range.end; tile += kT, buf ^= 1) {
     const int n = min(kT, range.end - tile);
@@ -133,11 +134,12 @@ __global__ void __launch_bounds__(kStrictThreads) strict_decode_kernel(DecodePar
     __syncwarp();
     const std::uint32_t (*raw)[Shared::kRow] = ws.raw[buf];
 
-    strict_tile_scores<Record, H>(raw, qr, centroids, f, ws.meta, slots, lane, ws.scores);
+    strict_tile_scores<Record, H>(shift, raw, qr, centroids, f, ws.meta, slots, lane, ws.scores);
     __syncwarp();
 
     const float alpha = strict_softmax_tile<H>(ws.scores, ws.probs, n, lane, state);
-    strict_tile_values<E, H, Record>(acc, alpha, raw, ws.meta, ws.probs, n, Record::kValueOffset * 8 + VB * E * lane);
+    strict_tile_values<E, H, Record>(shift, acc, alpha, raw, ws.meta, ws.probs, n,
+                                     Record::kValueOffset * 8 + VB * E * lane);
   }
   strict_write_partial<D, H, E>(p, blk, split, acc, E * lane, state, true, lane);
 }

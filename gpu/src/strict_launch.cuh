@@ -65,6 +65,10 @@ Status launch_strict_decode_layout(const DecodeParams& p, cudaStream_t stream) {
     if constexpr (KB == core::kFp8KeyBits) {
       if (p.layout.format.fp8_format == core::Fp8Format::kE4b15) return launch_strict_e4b15<D, L, VB>(p, stream);
     }
+    if constexpr (StrictRecord<D, KB, VB, CacheKind<L>>::kShiftedRows) {
+      using Uniform = CacheKind<L, core::Fp8Format::kE4m3, true>;  // one row shift per warp
+      if (uniform_row_shift(p.cache, p.layout)) return launch_strict_h<D, KB, VB, Uniform>(p, stream);
+    }
     return launch_strict_h<D, KB, VB, CacheKind<L>>(p, stream);
   });
 }

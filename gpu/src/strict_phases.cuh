@@ -15,7 +15,7 @@ namespace turboquant::cuda::detail {
 // The key elements of dot16 lane j in one staged row, d = j + 16 k for k = 0,
 // 1, ...: their centroids (Lloyd-Max codes; the rotated basis) or FP8 values.
 // Element d's field starts at bit KB d + shift_bits of the row (shift_bits:
-// row_shift_bits for shifted rows, else 0). A k-step moves it by 16 KB bits: a
+// the row's shift in bits, 0 for unshifted rows). A k-step moves it by 16 KB bits: a
 // whole number of words for 4- and 8-bit keys, so the word and the bit within
 // it are fixed per (row, lane) and set up once here, leaving one load at a
 // constant offset per element; 3-bit fields move by 48 bits, which is whole
@@ -147,8 +147,8 @@ static_assert(score_and_norm_trees_agree(), "the norm tree must leave each token
 // when the format corrects it at decode (AoS _nc) core::decoded_key_norm of it
 // and dot16(c, c), whose lanes accumulate beside q . c and go through the same
 // tree. Rows past the tile's end hold stale bytes; their sums are never used.
-template <class Rec, int H>
-__device__ __forceinline__ void strict_tile_scores(const std::uint32_t (*raw)[Rec::kRow],
+template <class Rec, int H, class Shift>
+__device__ __forceinline__ void strict_tile_scores(const Shift& shift, const std::uint32_t (*raw)[Rec::kRow],
                                                    const float (&qr)[H][Rec::kFormat.head_dim / 16],
                                                    const float* centroids, const core::Format& f, const float4* meta,
                                                    const TreeSlots<H>& slots, int lane,
@@ -156,7 +156,6 @@ __device__ __forceinline__ void strict_tile_scores(const std::uint32_t (*raw)[Re
   constexpr int KB = Rec::kFormat.key_bits;
   constexpr int kSteps = Rec::kFormat.head_dim / 16;
   constexpr int V = 8 * H;
-  constexpr bool kShifted = Rec::kShiftedRows;
   constexpr bool kMayCorrect = Rec::kFormat.aos() && !Rec::kFormat.fp8_keys();
   const int j = lane & 15;
   const int tg = lane >> 4;
@@ -168,8 +167,7 @@ __device__ __forceinline__ void strict_tile_scores(const std::uint32_t (*raw)[Re
   for (int i = 0; i < (kMayCorrect ? 8 : 1); ++i) cc[i] = 0.0f;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    const StrictKeyLane<KB, Rec::kFormat.fp8_format> keys(raw[2 * i + tg], j,
-                                                          kShifted ? row_shift_bits(meta[2 * i + tg]) : 0);
+    const StrictKeyLane<KB, Rec::kFormat.fp8_format> keys(raw[2 * i + tg], j, shift.bits(meta[2 * i + tg]));
 #pragma unroll
     for (int k = 0; k < kSteps; ++k) {
       const float key = keys.key(k, centroids);
@@ -244,8 +242,8 @@ __device__ __forceinline__ float strict_softmax_tile(const float (*scores)[core:
 // then core::accumulate token by token, the value from core::dequant_value.
 // The codes start at bit value_bit of a row (plus the row's shift, Rec's
 // kShiftedRows), value_bit = Rec::kValueOffset * 8 plus a multiple of VB * E.
-template <int E, int H, class Rec>
-__device__ __forceinline__ void strict_tile_values(float (&acc)[H][E], float alpha,
+template <int E, int H, class Rec, class Shift>
+__device__ __forceinline__ void strict_tile_values(const Shift& shift, float (&acc)[H][E], float alpha,
                                                    const std::uint32_t (*raw)[Rec::kRow], const float4* meta,
                                                    const float (*probs)[H], int n, int value_bit) {
   constexpr int VB = Rec::kFormat.value_bits;
@@ -272,10 +270,10 @@ __device__ __forceinline__ void strict_tile_values(float (&acc)[H][E], float alp
     std::uint32_t bits;
     if constexpr (kWholeBytes) {
       const std::uint8_t* field =
-          reinterpret_cast<const std::uint8_t*>(raw[t]) + (value_bit >> 3) + (kShifted ? row_shift_bytes(m) : 0);
+          reinterpret_cast<const std::uint8_t*>(raw[t]) + (value_bit >> 3) + shift.bytes(m);
       bits = kField == 16 ? *reinterpret_cast<const std::uint16_t*>(field) : *field;
     } else {
-      bits = row_bits<kField, kShifted>(raw[t], kShifted ? value_bit + row_shift_bits(m) : value_bit);
+      bits = row_bits<kField, kShifted>(raw[t], value_bit + shift.bits(m));
     }
 #pragma unroll
     for (int e = 0; e < E; ++e) {

@@ -95,6 +95,7 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
     blk_next = src.block_of(mine + kGroup);
   }
 
+  const auto shift = src.template row_shift<C>();
   int buf = 0;
   for (int g0 = range.begin; g0 < range.end; g0 += kGroup, buf ^= 1) {
     const int mine = g0 + warp * kT;
@@ -119,7 +120,7 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
     __syncwarp();
     // Phase A: this warp's scores.
     if (n_mine > 0) {
-      strict_tile_scores<Record, H>(sm.raw[buf][warp], qr, centroids, f, sm.meta[buf][warp], slots, lane,
+      strict_tile_scores<Record, H>(shift, sm.raw[buf][warp], qr, centroids, f, sm.meta[buf][warp], slots, lane,
                                     sm.scores[warp]);
     }
     __syncthreads();  // the group's records, metadata and scores are visible to every warp
@@ -129,7 +130,8 @@ __global__ void __launch_bounds__(32 * kSplitWarps<D>) strict_split_kernel(Decod
       const int n = tile_tokens(g0 + k * kT);
       if (n <= 0) break;
       const float alpha = strict_softmax_tile<H>(sm.scores[k], sm.probs[warp], n, lane, state);
-      strict_tile_values<E, H, Record>(acc, alpha, sm.raw[buf][k], sm.meta[buf][k], sm.probs[warp], n, value_bit);
+      strict_tile_values<E, H, Record>(shift, acc, alpha, sm.raw[buf][k], sm.meta[buf][k], sm.probs[warp], n,
+                                       value_bit);
       __syncwarp();  // probs[warp] is rewritten by the next tile
     }
   }

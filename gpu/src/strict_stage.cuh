@@ -18,10 +18,16 @@ namespace turboquant::cuda::detail {
 // The kind of cache a strict instance reads, fixed at compile time: the layout
 // (core::LayoutKind) and the FP8 flavour of its keys (e4m3 for Lloyd-Max keys,
 // where it is unused).
-template <core::LayoutKind L, core::Fp8Format F8 = core::Fp8Format::kE4m3>
+// kUniformShift: the host found every slot of each KV head at one 16-byte
+// phase (uniform_row_shift), so the instance takes one row shift per warp
+// (RowShiftUniform). A separate instance, not a branch in one kernel: with
+// both loops in one function ptxas gave the four-head one-warp kernel 168
+// registers instead of 128 (PERFORMANCE.md round 21).
+template <core::LayoutKind L, core::Fp8Format F8 = core::Fp8Format::kE4m3, bool U = false>
 struct CacheKind {
   static constexpr core::LayoutKind kLayout = L;
   static constexpr core::Fp8Format kFp8 = F8;
+  static constexpr bool kUniformShift = U;
 };
 
 // A staged record (core::Format::record_bytes: SoA the codes of a slot, AoS the
@@ -54,13 +60,48 @@ struct StrictRecord {
 };
 
 // Bit shift of a staged row (StrictRecord::kShiftedRows): record bit b is row bit
-// b + row_shift_bits. It travels in the token's staged metadata (.w: the shift
+// b + 8 x row_shift_bytes. It travels in the token's staged metadata (.w: the shift
 // in bytes, an even number up to 14, nothing else; StrictTileSource::
 // stage_meta), so that it is one operand of the address arithmetic. Rows past
 // a tile's end are staged with zero metadata (their scores are computed and
 // never used): every row's shift stays inside it.
 __device__ __forceinline__ int row_shift_bytes(const float4& meta) { return static_cast<int>(__float_as_uint(meta.w)); }
-__device__ __forceinline__ int row_shift_bits(const float4& meta) { return 8 * row_shift_bytes(meta); }
+
+// Where the tile phases take a staged row's shift from: the row's own
+// metadata (RowShiftPerRow), one shift for every row of the warp
+// (RowShiftUniform: all slots of the KV heads at one 16-byte phase by
+// uniform_row_shift, the CacheKind::kUniformShift instances), or none (rows that are not
+// shifted). A uniform shift is a loop invariant, so the phases' row and field
+// addresses are set up once instead of once per row and token. Both give the
+// same shift for a row: the choice never changes a bit.
+struct RowShiftPerRow {
+  __device__ __forceinline__ int bytes(const float4& meta) const { return row_shift_bytes(meta); }
+  __device__ __forceinline__ int bits(const float4& meta) const { return 8 * bytes(meta); }
+};
+struct RowShiftUniform {
+  int shift_bytes;
+  __device__ __forceinline__ int bytes(const float4&) const { return shift_bytes; }
+  __device__ __forceinline__ int bits(const float4&) const { return 8 * shift_bytes; }
+};
+struct RowShiftNone {
+  __device__ __forceinline__ int bytes(const float4&) const { return 0; }
+  __device__ __forceinline__ int bits(const float4&) const { return 0; }
+};
+
+// Whether the slots of every KV head of a cache share their 16-byte phase
+// (StrictRecord::kShiftedRows formats): the chunked copies (base and block
+// bytes 16-byte multiples) and a token stride of whole 16-byte units, e.g.
+// vLLM's 4bit_nc, k3v4_nc and 3bit_nc caches with 8 KV heads, k8v4 with 4 or 8.
+// The host picks the CacheKind::kUniformShift instance by it.
+__host__ __device__ inline bool uniform_row_shift(const void* cache, const core::BlockLayout& l) {
+  return ((reinterpret_cast<std::uintptr_t>(cache) | static_cast<std::uint64_t>(l.block_bytes())) & 15) == 0 &&
+         l.token_stride() % 16 == 0;
+}
+
+// The row-shift policy of an instance (Rec: StrictRecord; C: CacheKind).
+template <class Rec, class C>
+using RowShiftOf = std::conditional_t<!Rec::kShiftedRows, RowShiftNone,
+                                      std::conditional_t<C::kUniformShift, RowShiftUniform, RowShiftPerRow>>;
 
 // The query heads of a block of either strict kernel: grid (splits, Hk x
 // chunks, batch), chunk `chunk` of H heads of KV head kv_head's group.
@@ -153,6 +194,18 @@ struct StrictTileSource {
     core::BlockLayout l = p.layout;
     l.format.layout = Rec::kFormat.layout;
     return l;
+  }
+  // The tile phases' row-shift policy for the instance's CacheKind C: in a
+  // kUniformShift instance (uniform_row_shift held on the host) every staged
+  // row's shift is the phase of the KV head's offset in the block (base and
+  // block bytes are 16-byte multiples there).
+  template <class C>
+  __device__ RowShiftOf<Rec, C> row_shift() const {
+    if constexpr (std::is_same_v<RowShiftOf<Rec, C>, RowShiftUniform>) {
+      return RowShiftUniform{static_cast<int>(layout().head_key_offset(kv_head) & 14)};
+    } else {
+      return {};
+    }
   }
   __device__ int token(int tile_start) const { return tile_start + (lane & 15); }
   // Token t (>= 0) of the sequence: its page of the block table and its slot in

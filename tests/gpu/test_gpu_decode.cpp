@@ -190,6 +190,29 @@ TEST_F(GpuDecode, AosLargeGridStrictBitExact) {
   expect_strict_bit_exact(p, DType::kFloat32, ref_out, ref_lse);
 }
 
+// The strict kernels read the shift of every staged AoS row from its metadata,
+// or take one shift for the warp when all of its head's slots share their
+// 16-byte phase (a token stride of whole 16-byte units: 8 KV heads of 4bit_nc,
+// 3bit_nc and k3v4_nc, 4 of k8v4 at D 128). Both ways, every head, both strict
+// kernels (one warp per split, and the split kernel of one sequence).
+TEST_F(GpuDecode, AosUniformAndPerRowShiftsBitExact) {
+  for (const auto& [preset, uniform_heads, per_row_heads] :
+       {std::tuple{Preset::k4BitNc, 8, 4}, std::tuple{Preset::k3BitNc, 8, 2}, std::tuple{Preset::kK3V4Nc, 8, 1},
+        std::tuple{Preset::kK8V4, 4, 2}}) {
+    for (const int heads : {uniform_heads, per_row_heads}) {
+      for (const std::vector<int>& lens : {std::vector<int>{1, 200, 37}, std::vector<int>(48, 90)}) {
+        Shape s{preset, 128, 16, heads, 4, lens, 8, DType::kFloat32, DType::kFloat32};
+        s.layout = LayoutKind::kAoS;
+        const DecodeProblem p = build(s, 900 + heads);
+        SCOPED_TRACE(describe(p));
+        std::vector<std::uint8_t> ref_out;
+        std::vector<float> ref_lse;
+        expect_strict_bit_exact(p, DType::kFloat32, ref_out, ref_lse);
+      }
+    }
+  }
+}
+
 // AoS slots are 2-byte aligned: a cache that starts 2, 4 or 8 bytes past a
 // 16-byte boundary moves every slot to another alignment (FP8 slots of 4k
 // bytes then take the 2-byte copies; 4k + 2 slots swap their shifts).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One full device session: build, tests, benchmarks, sanitizers; logs to $OUT.
 #   bash bench/gpu/run_h200.sh [steps]   steps: comma list of
-#   build,test,ctest,pytest,bench,multi,dequantize,cpu,compare,wide,loader,ncuwide,ncusrc,ncustrict,dram,sdpa,memcheck,racecheck,initcheck,
+#   build,test,ctest,pytest,bench,multi,dequantize,cpu,compare,envab,wide,loader,ncuwide,ncusrc,ncustrict,dram,sdpa,memcheck,racecheck,initcheck,
 #   synccheck,sass,ncu (default: build,test,bench,sdpa and the four sanitizers)
 #   pytest    the Python package's tests (CPU and CUDA; the build step then builds the
 #             extension and tq in the same build directory)
@@ -16,6 +16,10 @@
 #   compare   bench_gpu of $TQ_BASELINE_BENCH (a binary of an earlier commit, carried)
 #             and of this tree, interleaved TQ_COMPARE_ROUNDS times (default 3), then
 #             bench/gpu/compare_bench.py (exit 1 if a ratio exceeds 1.02)
+#   envab     bench_gpu $TQ_AB_ARGS (default --mode strict --layout both --shape
+#             1x4096,32x8192,16x32768) as is (the baseline) and under the environment
+#             $TQ_AB_ENV (default TQ_STRICT_SHIFT=per-row), interleaved TQ_COMPARE_ROUNDS
+#             times (default 3), then compare_bench.py (current: under TQ_AB_ENV)
 #   wide      bench_gpu --q-len TQ_WIDE_Q_LENS (default 1,4,8,16,128; 4bit_nc, fast, TQ_WIDE_SHAPES,
 #             default 1x4096,8x8192,16x32768) with the plan's choice, with the wide
 #             kernel wherever it applies (TQ_FAST_WIDE=force) and never (=off), interleaved TQ_COMPARE_ROUNDS
@@ -106,6 +110,15 @@ compare() {
   done
   python3 bench/gpu/compare_bench.py --baseline "$OUT"/compare-baseline-*.csv --current "$OUT"/compare-current-*.csv
 }
+envab() {
+  local rounds=${TQ_COMPARE_ROUNDS:-3} i
+  local args=(${TQ_AB_ARGS:---mode strict --layout both --shape 1x4096,32x8192,16x32768})
+  for ((i = 1; i <= rounds; ++i)); do
+    $B/bench/gpu/bench_gpu "${args[@]}" --csv "$OUT/envab-as-is-$i.csv" > /dev/null || return 1
+    env ${TQ_AB_ENV:-TQ_STRICT_SHIFT=per-row} $B/bench/gpu/bench_gpu "${args[@]}" --csv "$OUT/envab-env-$i.csv" > /dev/null || return 1
+  done
+  python3 bench/gpu/compare_bench.py --limit 100 --baseline "$OUT"/envab-as-is-*.csv --current "$OUT"/envab-env-*.csv
+}
 wide() {
   local rounds=${TQ_COMPARE_ROUNDS:-2} i args=(--mode fast --preset 4bit_nc --shape ${TQ_WIDE_SHAPES:-1x4096,8x8192,16x32768} --q-len ${TQ_WIDE_Q_LENS:-1,4,8,16,128})
   for ((i = 1; i <= rounds; ++i)); do
@@ -180,7 +193,7 @@ ncustrict() {  # ncu source counters of one strict decode launch per layout (TQ_
     ncu -i /tmp/tq-ncustrict-$layout.ncu-rep --page source --csv --print-source sass | gzip > "$OUT/ncustrict-$layout-sass.csv.gz"
   done
 }
-export -f build compare wide loader pace dram ncuwide ncusrc ncustrict
+export -f build compare envab wide loader pace dram ncuwide ncusrc ncustrict
 export B OUT steps
 has build && { run_step build 300 bash -c build || { log "build failed"; exit 1; }; }
 has test && run_step test 200 $B/tests/test_gpu --gtest_color=no --gtest_filter="${TQ_TEST_FILTER:-*}"
@@ -193,6 +206,7 @@ has cpu && run_step cpu-test 120 $B/tests/test_cpu --gtest_color=no \
 has cpu && run_step cpu-bench 120 taskset -c 0,1 $B/bench/cpu/bench_cpu --benchmark_filter="${TQ_CPU_BENCH_FILTER:-decode-multi/.*/t2/}" \
   --benchmark_min_time=0.2
 has compare && run_step compare 200 bash -c compare
+has envab && run_step envab 200 bash -c envab
 has wide && run_step wide 240 bash -c wide
 has loader && run_step loader 240 bash -c loader
 has ncuwide && run_step ncuwide 150 bash -c ncuwide

@@ -71,6 +71,14 @@ struct PacePolicy {
 PacePolicy pace_policy();
 void set_pace_policy(PacePolicy policy);
 
+// Whether strict decodes of AoS caches whose rows all share one row shift
+// (uniform_row_shift) take the instances built for that (one shift per warp)
+// rather than the per-row ones. TQ_STRICT_SHIFT=per-row sets the process's
+// policy to the per-row instances at its first launch (the benchmarks' A/B);
+// the tests set it with set_strict_uniform_shift. Both compute the same bits.
+bool strict_uniform_shift();
+void set_strict_uniform_shift(bool allowed);
+
 inline int heads_per_block(bool fast, int group) { return fast ? kFastHeadsPerBlock : strict_heads_per_block(group); }
 
 // Whether a decode of this cache in this mode runs the fast kernel.

@@ -1,7 +1,8 @@
 // The process-wide plan policies the benchmarks switch by environment
 // variable and the tests by their setters (decode_setup.hpp): the wide
 // multi-token kernel's (TQ_FAST_WIDE) and the AoS head pacing's
-// (TQ_FAST_CLUSTER, TQ_FAST_PACE, TQ_FAST_CLUSTER_FORCE). Each value is read
+// (TQ_FAST_CLUSTER, TQ_FAST_PACE, TQ_FAST_CLUSTER_FORCE) and the strict AoS
+// decode's uniform row shift (TQ_STRICT_SHIFT). Each value is read
 // from the environment at its first use, then kept (lock-free: two threads
 // racing on the first use read the same value).
 #include <algorithm>
@@ -19,6 +20,7 @@ std::atomic<int> g_wide_policy{-1};
 std::atomic<int> g_max_cluster{-1};
 std::atomic<int> g_pace_tiles{-1};
 std::atomic<int> g_force_cluster{-1};
+std::atomic<int> g_strict_uniform_shift{-1};
 
 // slot's value, from_environment() on the first call.
 template <class F>
@@ -47,6 +49,11 @@ WidePolicy wide_policy_from_environment() {
   return WidePolicy::kAuto;
 }
 
+bool strict_uniform_shift_from_environment() {
+  const char* v = std::getenv("TQ_STRICT_SHIFT");
+  return v == nullptr || std::strcmp(v, "per-row") != 0;
+}
+
 }  // namespace
 
 WidePolicy wide_policy() {
@@ -68,5 +75,11 @@ void set_pace_policy(PacePolicy policy) {
   g_pace_tiles.store(std::max(policy.pace_tiles, 1), std::memory_order_relaxed);
   g_force_cluster.store(policy.force ? 1 : 0, std::memory_order_relaxed);
 }
+
+bool strict_uniform_shift() {
+  return load_once(g_strict_uniform_shift, [] { return strict_uniform_shift_from_environment() ? 1 : 0; }) == 1;
+}
+
+void set_strict_uniform_shift(bool allowed) { g_strict_uniform_shift.store(allowed ? 1 : 0, std::memory_order_relaxed); }
 
 }  // namespace turboquant::cuda::detail

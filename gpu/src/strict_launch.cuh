@@ -5,6 +5,7 @@
 #pragma once
 
 #include "cuda_check.hpp"
+#include "decode_setup.hpp"
 #include "device_cache.hpp"
 #include "launch.hpp"
 #include "strict_decode.cuh"
@@ -67,7 +68,7 @@ Status launch_strict_decode_layout(const DecodeParams& p, cudaStream_t stream) {
     }
     if constexpr (StrictRecord<D, KB, VB, CacheKind<L>>::kShiftedRows) {
       using Uniform = CacheKind<L, core::Fp8Format::kE4m3, true>;  // one row shift per warp
-      if (uniform_row_shift(p.cache, p.layout)) return launch_strict_h<D, KB, VB, Uniform>(p, stream);
+      if (strict_uniform_shift() && uniform_row_shift(p.cache, p.layout)) return launch_strict_h<D, KB, VB, Uniform>(p, stream);
     }
     return launch_strict_h<D, KB, VB, CacheKind<L>>(p, stream);
   });

@@ -1,6 +1,7 @@
 // Decode on the GPU against the golden model: strict must reproduce every bit
 // of out and LSE, fast must stay within relative L2 1e-3 (fp32 output), for
 // both layouts and both FP8 flavours.
+#include "decode_setup.hpp"
 #include "device_decode.hpp"
 #include "gpu_test_support.hpp"
 
@@ -205,9 +206,15 @@ TEST_F(GpuDecode, AosUniformAndPerRowShiftsBitExact) {
         s.layout = LayoutKind::kAoS;
         const DecodeProblem p = build(s, 900 + heads);
         SCOPED_TRACE(describe(p));
-        std::vector<std::uint8_t> ref_out;
-        std::vector<float> ref_lse;
-        expect_strict_bit_exact(p, DType::kFloat32, ref_out, ref_lse);
+        for (const bool uniform_allowed : {true, false}) {  // false: the per-row instances on every cache
+          SCOPED_TRACE(uniform_allowed ? "uniform shift allowed" : "TQ_STRICT_SHIFT=per-row");
+          const bool before = cuda::detail::strict_uniform_shift();
+          cuda::detail::set_strict_uniform_shift(uniform_allowed);
+          std::vector<std::uint8_t> ref_out;
+          std::vector<float> ref_lse;
+          expect_strict_bit_exact(p, DType::kFloat32, ref_out, ref_lse);
+          cuda::detail::set_strict_uniform_shift(before);
+        }
       }
     }
   }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One full device session: build, tests, benchmarks, sanitizers; logs to $OUT.
 #   bash bench/gpu/run_h200.sh [steps]   steps: comma list of
-#   build,test,ctest,pytest,bench,multi,dequantize,cpu,compare,envab,wide,loader,ncuwide,ncusrc,ncustrict,dram,sdpa,memcheck,racecheck,initcheck,
+#   build,test,ctest,pytest,bench,multi,dequantize,cpu,compare,envab,ncudeq,wide,loader,ncuwide,ncusrc,ncustrict,dram,sdpa,memcheck,racecheck,initcheck,
 #   synccheck,sass,ncu (default: build,test,bench,sdpa and the four sanitizers)
 #   pytest    the Python package's tests (CPU and CUDA; the build step then builds the
 #             extension and tq in the same build directory)
@@ -20,6 +20,9 @@
 #             1x4096,32x8192,16x32768) as is (the baseline) and under the environment
 #             $TQ_AB_ENV (default TQ_STRICT_SHIFT=per-row), interleaved TQ_COMPARE_ROUNDS
 #             times (default 3), then compare_bench.py (current: under TQ_AB_ENV)
+#   ncudeq    ncu (speed of light, occupancy, warp states, stall reasons, source counters) of the
+#             dequantize's fp16 original-basis kernel at 16x32768 for each TQ_NCU_DEQ_CASES
+#             entry (default 3bit_nc:soa 4bit_nc:aos; preset:layout)
 #   wide      bench_gpu --q-len TQ_WIDE_Q_LENS (default 1,4,8,16,128; 4bit_nc, fast, TQ_WIDE_SHAPES,
 #             default 1x4096,8x8192,16x32768) with the plan's choice, with the wide
 #             kernel wherever it applies (TQ_FAST_WIDE=force) and never (=off), interleaved TQ_COMPARE_ROUNDS
@@ -119,6 +122,19 @@ envab() {
   done
   python3 bench/gpu/compare_bench.py --limit 100 --baseline "$OUT"/envab-as-is-*.csv --current "$OUT"/envab-env-*.csv
 }
+ncudeq() {
+  local sections="--section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats"
+  sections+=" --section MemoryWorkloadAnalysis --section SourceCounters"
+  sections+=" --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio"
+  local case preset layout
+  for case in ${TQ_NCU_DEQ_CASES:-3bit_nc:soa 4bit_nc:aos}; do
+    IFS=: read -r preset layout <<< "$case"
+    echo "== $preset $layout fp16 original 16x32768"
+    # bench_gpu --reps 1 launches a row 5 times (call, 3 warm-ups, 1 timed): skip fp16 rotated's
+    ncu --clock-control none -k regex:dequantize_kernel --launch-skip 5 --launch-count 1 $sections \
+      $B/bench/gpu/bench_gpu --reps 1 --mode dequantize --preset $preset --shape 16x32768 --layout $layout || return 1
+  done
+}
 wide() {
   local rounds=${TQ_COMPARE_ROUNDS:-2} i args=(--mode fast --preset 4bit_nc --shape ${TQ_WIDE_SHAPES:-1x4096,8x8192,16x32768} --q-len ${TQ_WIDE_Q_LENS:-1,4,8,16,128})
   for ((i = 1; i <= rounds; ++i)); do
@@ -193,7 +209,7 @@ ncustrict() {  # ncu source counters of one strict decode launch per layout (TQ_
     ncu -i /tmp/tq-ncustrict-$layout.ncu-rep --page source --csv --print-source sass | gzip > "$OUT/ncustrict-$layout-sass.csv.gz"
   done
 }
-export -f build compare envab wide loader pace dram ncuwide ncusrc ncustrict
+export -f build compare envab ncudeq wide loader pace dram ncuwide ncusrc ncustrict
 export B OUT steps
 has build && { run_step build 300 bash -c build || { log "build failed"; exit 1; }; }
 has test && run_step test 200 $B/tests/test_gpu --gtest_color=no --gtest_filter="${TQ_TEST_FILTER:-*}"
@@ -207,6 +223,7 @@ has cpu && run_step cpu-bench 120 taskset -c 0,1 $B/bench/cpu/bench_cpu --benchm
   --benchmark_min_time=0.2
 has compare && run_step compare 200 bash -c compare
 has envab && run_step envab 200 bash -c envab
+has ncudeq && run_step ncudeq 150 bash -c ncudeq
 has wide && run_step wide 240 bash -c wide
 has loader && run_step loader 240 bash -c loader
 has ncuwide && run_step ncuwide 150 bash -c ncuwide

@@ -419,6 +419,27 @@ void bench_encode(Preset preset, LayoutKind layout, std::int64_t tokens, double 
   CHECK_CUDA(cudaFree(slots));
 }
 
+// Device buffers the dequantize rows keep from row to row, as an application
+// keeps its cache and outputs: slot i grows (freed, allocated again) only when
+// a row needs more. With each row allocating its own (TQ_BENCH_FRESH_BUFFERS=1,
+// the way before), the first rows of a preset's 8 x 8192 read 8-14% slower
+// than the next rows of the same kernel, on both GPUs (PERFORMANCE.md round 22).
+void* kept_buffer(int slot, std::size_t bytes) {
+  static void* buffer[3] = {};
+  static std::size_t size[3] = {};
+  if (bytes > size[slot]) {
+    if (buffer[slot] != nullptr) CHECK_CUDA(cudaFree(buffer[slot]));
+    CHECK_CUDA(cudaMalloc(&buffer[slot], bytes));
+    size[slot] = bytes;
+  }
+  return buffer[slot];
+}
+
+bool fresh_buffers() {
+  const char* v = std::getenv("TQ_BENCH_FRESH_BUFFERS");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
 // The block-table dequantize of B whole sequences into [B, Hk, seq, D] (vLLM's
 // continuation prefill feeds these to FlashAttention; its own dequantize
 // returns keys in the rotated basis). Bytes = cache read + K and V written.
@@ -432,9 +453,16 @@ void bench_dequantize(Preset preset, LayoutKind layout, Shape shape, DType out, 
   std::uint8_t* cache;
   void *keys, *values;
   std::int32_t *d_table, *d_lens;
-  CHECK_CUDA(cudaMalloc(&cache, num_blocks * l.block_bytes()));
-  CHECK_CUDA(cudaMalloc(&keys, elements * dtype_size(out)));
-  CHECK_CUDA(cudaMalloc(&values, elements * dtype_size(out)));
+  const bool fresh = fresh_buffers();
+  if (fresh) {
+    CHECK_CUDA(cudaMalloc(&cache, num_blocks * l.block_bytes()));
+    CHECK_CUDA(cudaMalloc(&keys, elements * dtype_size(out)));
+    CHECK_CUDA(cudaMalloc(&values, elements * dtype_size(out)));
+  } else {
+    cache = static_cast<std::uint8_t*>(kept_buffer(0, num_blocks * l.block_bytes()));
+    keys = kept_buffer(1, elements * dtype_size(out));
+    values = kept_buffer(2, elements * dtype_size(out));
+  }
   fill_cache<<<4096, 256, 0, s>>>(l, cache, num_blocks, 4321 + static_cast<int>(preset));
   fill_meta<<<4096, 256, 0, s>>>(l, cache, num_blocks, 78);
   CHECK_CUDA(cudaGetLastError());
@@ -462,9 +490,11 @@ void bench_dequantize(Preset preset, LayoutKind layout, Shape shape, DType out, 
                 dtype_name(out), basis == Basis::kOriginal ? "original" : "rotated");
   const double bytes = double(shape.batch) * shape.seq * hk * l.format.slot_bytes() + 2.0 * elements * dtype_size(out);
   bench_call(name, layout, bytes, ceiling, reps, s, [&] { return cuda::dequantize_sequences(view, a, s); });
-  CHECK_CUDA(cudaFree(cache));
-  CHECK_CUDA(cudaFree(keys));
-  CHECK_CUDA(cudaFree(values));
+  if (fresh) {
+    CHECK_CUDA(cudaFree(cache));
+    CHECK_CUDA(cudaFree(keys));
+    CHECK_CUDA(cudaFree(values));
+  }
   CHECK_CUDA(cudaFree(d_table));
   CHECK_CUDA(cudaFree(d_lens));
 }

@@ -422,8 +422,9 @@ void bench_encode(Preset preset, LayoutKind layout, std::int64_t tokens, double 
 // Device buffers the dequantize rows keep from row to row, as an application
 // keeps its cache and outputs: slot i grows (freed, allocated again) only when
 // a row needs more. With each row allocating its own (TQ_BENCH_FRESH_BUFFERS=1,
-// the way before), the first rows of a preset's 8 x 8192 read 8-14% slower
-// than the next rows of the same kernel, on both GPUs (PERFORMANCE.md round 22).
+// the way before), the first one or two rows after a larger shape's (a
+// preset's 8 x 8192 fp16 rotated rows) took 1.13-1.20x the time with kept
+// buffers, every other row the same (H100, PERFORMANCE.md round 22).
 void* kept_buffer(int slot, std::size_t bytes) {
   static void* buffer[3] = {};
   static std::size_t size[3] = {};

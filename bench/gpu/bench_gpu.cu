@@ -244,6 +244,29 @@ void bench_call(const char* name, LayoutKind layout, double bytes, double ceilin
   CHECK_CUDA(cudaGraphExecDestroy(exec));
 }
 
+// Device buffers the decode and dequantize rows keep from row to row, as an application
+// keeps its cache and outputs: slot i grows (freed, allocated again) only when
+// a row needs more. With each row allocating its own (TQ_BENCH_FRESH_BUFFERS=1,
+// the way before), the first one or two rows after a larger shape's (a
+// preset's 8 x 8192 fp16 rotated rows) took 1.13-1.20x the time with kept
+// buffers, every other row the same (H100, PERFORMANCE.md round 22). Slots:
+// 0-2 the dequantize's cache, keys and values, 3 the decode's cache copies.
+void* kept_buffer(int slot, std::size_t bytes) {
+  static void* buffer[4] = {};
+  static std::size_t size[4] = {};
+  if (bytes > size[slot]) {
+    if (buffer[slot] != nullptr) CHECK_CUDA(cudaFree(buffer[slot]));
+    CHECK_CUDA(cudaMalloc(&buffer[slot], bytes));
+    size[slot] = bytes;
+  }
+  return buffer[slot];
+}
+
+bool fresh_buffers() {
+  const char* v = std::getenv("TQ_BENCH_FRESH_BUFFERS");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
 void bench_decode(Preset preset, LayoutKind layout, Shape shape, double ceiling, int reps, cudaStream_t s) {
   const int dims = 128, hk = 8, hq = 32, bs = 16, splits = 32;
   const BlockLayout l{preset_format(preset, dims, layout), bs, hk};
@@ -251,8 +274,13 @@ void bench_decode(Preset preset, LayoutKind layout, Shape shape, double ceiling,
   const std::int64_t num_blocks = std::int64_t{shape.batch} * blocks_per_seq + 1;
   const std::size_t cache_bytes = static_cast<std::size_t>(num_blocks * l.block_bytes());
   const int copies = static_cast<int>(std::max<std::size_t>(1, (std::size_t(384) << 20) / cache_bytes));
+  const bool fresh = fresh_buffers();
   std::uint8_t* cache;
-  CHECK_CUDA(cudaMalloc(&cache, cache_bytes * copies));
+  if (fresh) {
+    CHECK_CUDA(cudaMalloc(&cache, cache_bytes * copies));
+  } else {
+    cache = static_cast<std::uint8_t*>(kept_buffer(3, cache_bytes * copies));
+  }
   fill_cache<<<4096, 256, 0, s>>>(l, cache, num_blocks * copies, 1234 + static_cast<int>(preset));
   fill_meta<<<4096, 256, 0, s>>>(l, cache, num_blocks * copies, 77);
   CHECK_CUDA(cudaGetLastError());
@@ -374,7 +402,7 @@ void bench_decode(Preset preset, LayoutKind layout, Shape shape, double ceiling,
   if (!results[0].empty() && !results[1].empty()) {
     std::printf("    fast vs strict rel_l2 %.2e (bf16 output)\n", std::sqrt(num / std::max(den, 1e-30)));
   }
-  CHECK_CUDA(cudaFree(cache));
+  if (fresh) CHECK_CUDA(cudaFree(cache));
   CHECK_CUDA(cudaFree(d_table));
   CHECK_CUDA(cudaFree(d_lens));
   CHECK_CUDA(cudaFree(d_q));
@@ -417,28 +445,6 @@ void bench_encode(Preset preset, LayoutKind layout, std::int64_t tokens, double 
   CHECK_CUDA(cudaFree(k));
   CHECK_CUDA(cudaFree(v));
   CHECK_CUDA(cudaFree(slots));
-}
-
-// Device buffers the dequantize rows keep from row to row, as an application
-// keeps its cache and outputs: slot i grows (freed, allocated again) only when
-// a row needs more. With each row allocating its own (TQ_BENCH_FRESH_BUFFERS=1,
-// the way before), the first one or two rows after a larger shape's (a
-// preset's 8 x 8192 fp16 rotated rows) took 1.13-1.20x the time with kept
-// buffers, every other row the same (H100, PERFORMANCE.md round 22).
-void* kept_buffer(int slot, std::size_t bytes) {
-  static void* buffer[3] = {};
-  static std::size_t size[3] = {};
-  if (bytes > size[slot]) {
-    if (buffer[slot] != nullptr) CHECK_CUDA(cudaFree(buffer[slot]));
-    CHECK_CUDA(cudaMalloc(&buffer[slot], bytes));
-    size[slot] = bytes;
-  }
-  return buffer[slot];
-}
-
-bool fresh_buffers() {
-  const char* v = std::getenv("TQ_BENCH_FRESH_BUFFERS");
-  return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
 // The block-table dequantize of B whole sequences into [B, Hk, seq, D] (vLLM's

@@ -26,7 +26,9 @@
 // eager calls) instead of once from an idle device.
 // Bytes counted = cache bytes of the tokens read (once) + query + output. Small
 // caches are replicated and the graph cycles through the copies, so that the
-// timed reads come from HBM, not L2.
+// timed reads come from HBM, not L2. The decode and dequantize rows keep their
+// large device buffers from row to row (kept_buffer); TQ_BENCH_FRESH_BUFFERS=1
+// allocates them per row instead, as binaries before 2026-12-06 did.
 #include <cuda_runtime.h>
 
 #include <algorithm>

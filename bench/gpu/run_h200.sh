@@ -108,8 +108,9 @@ compare() {
   local rounds=${TQ_COMPARE_ROUNDS:-3} i layout=(--layout soa)
   [[ " ${TQ_COMPARE_ARGS:-} " == *" --layout "* ]] && layout=()
   for ((i = 1; i <= rounds; ++i)); do
-    "$TQ_BASELINE_BENCH" ${TQ_COMPARE_ARGS:-} --csv "$OUT/compare-baseline-$i.csv" > /dev/null || return 1
-    $B/bench/gpu/bench_gpu ${TQ_COMPARE_ARGS:-} "${layout[@]}" --csv "$OUT/compare-current-$i.csv" > /dev/null || return 1
+    # Both arms allocate per row (binaries before 2026-12-06 know no other way).
+    TQ_BENCH_FRESH_BUFFERS=1 "$TQ_BASELINE_BENCH" ${TQ_COMPARE_ARGS:-} --csv "$OUT/compare-baseline-$i.csv" > /dev/null || return 1
+    TQ_BENCH_FRESH_BUFFERS=1 $B/bench/gpu/bench_gpu ${TQ_COMPARE_ARGS:-} "${layout[@]}" --csv "$OUT/compare-current-$i.csv" > /dev/null || return 1
   done
   python3 bench/gpu/compare_bench.py --baseline "$OUT"/compare-baseline-*.csv --current "$OUT"/compare-current-*.csv
 }

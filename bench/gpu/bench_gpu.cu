@@ -27,7 +27,7 @@
 // Bytes counted = cache bytes of the tokens read (once) + query + output. Small
 // caches are replicated and the graph cycles through the copies, so that the
 // timed reads come from HBM, not L2. The decode and dequantize rows keep their
-// large device buffers from row to row (kept_buffer); TQ_BENCH_FRESH_BUFFERS=1
+// large device buffers from row to row (row_buffer); TQ_BENCH_FRESH_BUFFERS=1
 // allocates them per row instead, as binaries before 2026-12-06 did.
 #include <cuda_runtime.h>
 
@@ -246,27 +246,40 @@ void bench_call(const char* name, LayoutKind layout, double bytes, double ceilin
   CHECK_CUDA(cudaGraphExecDestroy(exec));
 }
 
-// Device buffers the decode and dequantize rows keep from row to row, as an application
-// keeps its cache and outputs: slot i grows (freed, allocated again) only when
-// a row needs more. With each row allocating its own (TQ_BENCH_FRESH_BUFFERS=1,
-// the way before), the first one or two rows after a larger shape's (a
-// preset's 8 x 8192 fp16 rotated rows) took 1.13-1.20x the time with kept
-// buffers, every other row the same (H100, PERFORMANCE.md round 22). Slots:
-// 0-2 the dequantize's cache, keys and values, 3 the decode's cache copies.
-void* kept_buffer(int slot, std::size_t bytes) {
-  static void* buffer[4] = {};
-  static std::size_t size[4] = {};
-  if (bytes > size[slot]) {
-    if (buffer[slot] != nullptr) CHECK_CUDA(cudaFree(buffer[slot]));
-    CHECK_CUDA(cudaMalloc(&buffer[slot], bytes));
-    size[slot] = bytes;
-  }
-  return buffer[slot];
+// The large device buffers of the decode and dequantize rows, kept from row to
+// row as an application keeps its cache and outputs: slot i grows (freed,
+// allocated again) only when a row needs more. With each row allocating its
+// own (TQ_BENCH_FRESH_BUFFERS=1, the way before), the first one or two rows
+// after a larger shape's (a preset's 8 x 8192 fp16 rotated rows) took
+// 1.13-1.20x the time with kept buffers, every other row the same (H100,
+// PERFORMANCE.md round 22). Slots: 0-2 the dequantize's cache, keys and
+// values, 3 the decode's cache copies. release_row_buffer after the row.
+bool fresh_buffers() {
+  static const bool fresh = [] {
+    const char* v = std::getenv("TQ_BENCH_FRESH_BUFFERS");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return fresh;
 }
 
-bool fresh_buffers() {
-  const char* v = std::getenv("TQ_BENCH_FRESH_BUFFERS");
-  return v != nullptr && std::strcmp(v, "1") == 0;
+void* row_buffer(int slot, std::size_t bytes) {
+  void* p = nullptr;
+  if (fresh_buffers()) {
+    CHECK_CUDA(cudaMalloc(&p, bytes));
+    return p;
+  }
+  static void* kept[4] = {};
+  static std::size_t size[4] = {};
+  if (bytes > size[slot]) {
+    if (kept[slot] != nullptr) CHECK_CUDA(cudaFree(kept[slot]));
+    CHECK_CUDA(cudaMalloc(&kept[slot], bytes));
+    size[slot] = bytes;
+  }
+  return kept[slot];
+}
+
+void release_row_buffer(void* p) {
+  if (fresh_buffers()) CHECK_CUDA(cudaFree(p));
 }
 
 void bench_decode(Preset preset, LayoutKind layout, Shape shape, double ceiling, int reps, cudaStream_t s) {
@@ -276,13 +289,7 @@ void bench_decode(Preset preset, LayoutKind layout, Shape shape, double ceiling,
   const std::int64_t num_blocks = std::int64_t{shape.batch} * blocks_per_seq + 1;
   const std::size_t cache_bytes = static_cast<std::size_t>(num_blocks * l.block_bytes());
   const int copies = static_cast<int>(std::max<std::size_t>(1, (std::size_t(384) << 20) / cache_bytes));
-  const bool fresh = fresh_buffers();
-  std::uint8_t* cache;
-  if (fresh) {
-    CHECK_CUDA(cudaMalloc(&cache, cache_bytes * copies));
-  } else {
-    cache = static_cast<std::uint8_t*>(kept_buffer(3, cache_bytes * copies));
-  }
+  auto* cache = static_cast<std::uint8_t*>(row_buffer(3, cache_bytes * copies));
   fill_cache<<<4096, 256, 0, s>>>(l, cache, num_blocks * copies, 1234 + static_cast<int>(preset));
   fill_meta<<<4096, 256, 0, s>>>(l, cache, num_blocks * copies, 77);
   CHECK_CUDA(cudaGetLastError());
@@ -404,7 +411,7 @@ void bench_decode(Preset preset, LayoutKind layout, Shape shape, double ceiling,
   if (!results[0].empty() && !results[1].empty()) {
     std::printf("    fast vs strict rel_l2 %.2e (bf16 output)\n", std::sqrt(num / std::max(den, 1e-30)));
   }
-  if (fresh) CHECK_CUDA(cudaFree(cache));
+  release_row_buffer(cache);
   CHECK_CUDA(cudaFree(d_table));
   CHECK_CUDA(cudaFree(d_lens));
   CHECK_CUDA(cudaFree(d_q));
@@ -459,19 +466,10 @@ void bench_dequantize(Preset preset, LayoutKind layout, Shape shape, DType out, 
   const int blocks_per_seq = (shape.seq + bs - 1) / bs;
   const std::int64_t num_blocks = std::int64_t{shape.batch} * blocks_per_seq;
   const std::size_t elements = std::size_t(shape.batch) * hk * shape.seq * dims;
-  std::uint8_t* cache;
-  void *keys, *values;
+  auto* cache = static_cast<std::uint8_t*>(row_buffer(0, num_blocks * l.block_bytes()));
+  void* keys = row_buffer(1, elements * dtype_size(out));
+  void* values = row_buffer(2, elements * dtype_size(out));
   std::int32_t *d_table, *d_lens;
-  const bool fresh = fresh_buffers();
-  if (fresh) {
-    CHECK_CUDA(cudaMalloc(&cache, num_blocks * l.block_bytes()));
-    CHECK_CUDA(cudaMalloc(&keys, elements * dtype_size(out)));
-    CHECK_CUDA(cudaMalloc(&values, elements * dtype_size(out)));
-  } else {
-    cache = static_cast<std::uint8_t*>(kept_buffer(0, num_blocks * l.block_bytes()));
-    keys = kept_buffer(1, elements * dtype_size(out));
-    values = kept_buffer(2, elements * dtype_size(out));
-  }
   fill_cache<<<4096, 256, 0, s>>>(l, cache, num_blocks, 4321 + static_cast<int>(preset));
   fill_meta<<<4096, 256, 0, s>>>(l, cache, num_blocks, 78);
   CHECK_CUDA(cudaGetLastError());
@@ -499,11 +497,9 @@ void bench_dequantize(Preset preset, LayoutKind layout, Shape shape, DType out, 
                 dtype_name(out), basis == Basis::kOriginal ? "original" : "rotated");
   const double bytes = double(shape.batch) * shape.seq * hk * l.format.slot_bytes() + 2.0 * elements * dtype_size(out);
   bench_call(name, layout, bytes, ceiling, reps, s, [&] { return cuda::dequantize_sequences(view, a, s); });
-  if (fresh) {
-    CHECK_CUDA(cudaFree(cache));
-    CHECK_CUDA(cudaFree(keys));
-    CHECK_CUDA(cudaFree(values));
-  }
+  release_row_buffer(cache);
+  release_row_buffer(keys);
+  release_row_buffer(values);
   CHECK_CUDA(cudaFree(d_table));
   CHECK_CUDA(cudaFree(d_lens));
 }

@@ -88,14 +88,20 @@ struct RowShiftNone {
   __device__ __forceinline__ int bits(const float4&) const { return 0; }
 };
 
+// Whether shifted rows (StrictRecord::kShiftedRows formats) are staged by
+// 16-byte chunks: the cache base and the block bytes are 16-byte multiples, so
+// a slot's 16-byte phase is its offset's in the block. Else by words.
+__host__ __device__ inline bool chunked_copies(const void* cache, const core::BlockLayout& l) {
+  return ((reinterpret_cast<std::uintptr_t>(cache) | static_cast<std::uint64_t>(l.block_bytes())) & 15) == 0;
+}
+
 // Whether the slots of every KV head of a cache share their 16-byte phase
-// (StrictRecord::kShiftedRows formats): the chunked copies (base and block
-// bytes 16-byte multiples) and a token stride of whole 16-byte units, e.g.
-// vLLM's 4bit_nc, k3v4_nc and 3bit_nc caches with 8 KV heads, k8v4 with 4 or 8.
-// The host picks the CacheKind::kUniformShift instance by it.
+// (StrictRecord::kShiftedRows formats): chunked copies and a token stride of
+// whole 16-byte units, e.g. vLLM's 4bit_nc, k3v4_nc and 3bit_nc caches with 8
+// KV heads, k8v4 with 4 or 8. The host picks the CacheKind::kUniformShift
+// instance by it.
 __host__ __device__ inline bool uniform_row_shift(const void* cache, const core::BlockLayout& l) {
-  return ((reinterpret_cast<std::uintptr_t>(cache) | static_cast<std::uint64_t>(l.block_bytes())) & 15) == 0 &&
-         l.token_stride() % 16 == 0;
+  return chunked_copies(cache, l) && l.token_stride() % 16 == 0;
 }
 
 // The row-shift policy of an instance (Rec: StrictRecord; C: CacheKind).
@@ -174,7 +180,7 @@ struct StrictTileSource {
   int kv_head;
   int lane;
   int vec;       // the widest copy the alignment allows: 16, 8, 4 or 2 bytes (rows staged at shift 0)
-  bool chunked;  // shifted rows by 16-byte chunks (StrictRecord), else by words
+  bool chunked;  // chunked_copies: shifted rows by 16-byte chunks (StrictRecord), else by words
 
   __device__ StrictTileSource(const DecodeParams& params, int b, core::TokenRange r, int head, int lane_id)
       : p(params), block_row(params.block_table + std::int64_t{b} * params.max_blocks_per_seq), range(r),
@@ -182,7 +188,7 @@ struct StrictTileSource {
     const std::uint64_t align = reinterpret_cast<std::uintptr_t>(p.cache) |
                                 static_cast<std::uint64_t>(p.layout.block_bytes()) | Rec::kRecordBytes;
     vec = (align & 15) == 0 ? 16 : (align & 7) == 0 ? 8 : (align & 3) == 0 ? 4 : 2;
-    chunked = ((reinterpret_cast<std::uintptr_t>(p.cache) | static_cast<std::uint64_t>(p.layout.block_bytes())) & 15) == 0;
+    chunked = chunked_copies(p.cache, p.layout);
   }
   // p.layout with the layout kind as a constant, so that the compiler folds
   // BlockLayout's layout branches: AoS (ptxas, D 128) 145 instead of 182

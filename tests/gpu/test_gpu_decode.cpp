@@ -191,6 +191,21 @@ TEST_F(GpuDecode, AosLargeGridStrictBitExact) {
   expect_strict_bit_exact(p, DType::kFloat32, ref_out, ref_lse);
 }
 
+// The process's strict row-shift policy for a scope (restored on the way out,
+// also when an assertion returns early).
+class StrictShiftScope {
+ public:
+  explicit StrictShiftScope(bool uniform_allowed) : before_(cuda::detail::strict_uniform_shift()) {
+    cuda::detail::set_strict_uniform_shift(uniform_allowed);
+  }
+  ~StrictShiftScope() { cuda::detail::set_strict_uniform_shift(before_); }
+  StrictShiftScope(const StrictShiftScope&) = delete;
+  StrictShiftScope& operator=(const StrictShiftScope&) = delete;
+
+ private:
+  bool before_;
+};
+
 // The strict kernels read the shift of every staged AoS row from its metadata,
 // or take one shift for the warp when all of its head's slots share their
 // 16-byte phase (a token stride of whole 16-byte units: 8 KV heads of 4bit_nc,
@@ -208,12 +223,10 @@ TEST_F(GpuDecode, AosUniformAndPerRowShiftsBitExact) {
         SCOPED_TRACE(describe(p));
         for (const bool uniform_allowed : {true, false}) {  // false: the per-row instances on every cache
           SCOPED_TRACE(uniform_allowed ? "uniform shift allowed" : "TQ_STRICT_SHIFT=per-row");
-          const bool before = cuda::detail::strict_uniform_shift();
-          cuda::detail::set_strict_uniform_shift(uniform_allowed);
+          const StrictShiftScope scope(uniform_allowed);
           std::vector<std::uint8_t> ref_out;
           std::vector<float> ref_lse;
           expect_strict_bit_exact(p, DType::kFloat32, ref_out, ref_lse);
-          cuda::detail::set_strict_uniform_shift(before);
         }
       }
     }

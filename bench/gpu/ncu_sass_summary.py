@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Summarize an Nsight Compute source page (per SASS instruction, CSV; run_h200.sh's
+ncusrc step writes ncusrc-sass.csv.gz): instructions executed and stall samples by
+opcode, the stall reasons, and the same per SASS range when --range is given.
+
+  python3 bench/gpu/ncu_sass_summary.py ncusrc-sass.csv.gz [--per N]
+      [--range NAME:FIRST:END ...]
+
+--per N divides instruction counts by N (e.g. the warp-steps of a loop: the
+execution count of its hottest instructions); a range is [FIRST, END) in the
+CSV's instruction order (0 = the first instruction row).
+"""
+import argparse
+import collections
+import csv
+import gzip
+import re
+import sys
+
+
+def read_rows(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        rows = list(csv.reader(f))
+    header_at = next(i for i, r in enumerate(rows) if "Source" in r and "Instructions Executed" in r)
+    header = rows[header_at]
+    return {h: i for i, h in enumerate(header)}, rows[header_at + 1:]
+
+
+def number(row, ix, key):
+    try:
+        return float(row[ix[key]])
+    except (KeyError, ValueError, IndexError):
+        return 0.0
+
+
+def opcode(source):
+    return re.sub(r"^@!?U?P\w+\s+", "", source.strip()).split(" ")[0]
+
+
+def summarize(name, rows, ix, per, total_exec, total_samples, top):
+    executed = collections.Counter()
+    samples = collections.Counter()
+    for r in rows:
+        op = opcode(r[ix["Source"]])
+        executed[op] += number(r, ix, "Instructions Executed")
+        samples[op] += number(r, ix, "Warp Stall Sampling (All Samples)")
+    e = sum(executed.values())
+    s = sum(samples.values())
+    print(f"== {name}: {e / per:.1f} instructions{' per unit' if per != 1 else ''}, "
+          f"{100 * e / total_exec:.1f}% of executed, {100 * s / total_samples:.1f}% of stall samples")
+    for op, n in executed.most_common(top):
+        if n == 0:
+            break
+        print(f"   {op:24s} {n / per:9.1f}  {100 * samples[op] / max(s, 1):5.1f}% of this range's samples")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("csv")
+    ap.add_argument("--per", type=float, default=1.0)
+    ap.add_argument("--range", action="append", default=[], help="NAME:FIRST:END")
+    ap.add_argument("--top", type=int, default=20)
+    a = ap.parse_args()
+    ix, rows = read_rows(a.csv)
+    if "Source" not in ix:
+        sys.exit(f"{a.csv}: no Source column")
+    total_exec = sum(number(r, ix, "Instructions Executed") for r in rows) or 1.0
+    total_samples = sum(number(r, ix, "Warp Stall Sampling (All Samples)") for r in rows) or 1.0
+    summarize("kernel", rows, ix, a.per, total_exec, total_samples, a.top)
+    stalls = [h for h in ix if h.startswith("stall_") and "Not Issued" not in h]
+    shares = {h[6:]: sum(number(r, ix, h) for r in rows) / total_samples for h in stalls}
+    print("== stall reasons (share of samples): " +
+          ", ".join(f"{k} {v:.3f}" for k, v in sorted(shares.items(), key=lambda kv: -kv[1]) if v >= 0.005))
+    for spec in a.range:
+        try:
+            name, first, end = spec.rsplit(":", 2)
+            first, end = int(first), int(end)
+        except ValueError:
+            sys.exit(f"--range {spec!r}: expected NAME:FIRST:END")
+        if not 0 <= first < end <= len(rows):
+            sys.exit(f"--range {spec!r}: FIRST and END must satisfy 0 <= FIRST < END <= {len(rows)}")
+        summarize(name, rows[first:end], ix, a.per, total_exec, total_samples, a.top)
+
+
+if __name__ == "__main__":
+    main()

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "fast_traits.cuh"
 #include "mma_utils.cuh"
 #include "turboquant/core/format.hpp"
 
@@ -36,24 +37,26 @@ __device__ __forceinline__ void key_fragment(const std::uint32_t (&kw)[W], int k
 }
 
 // A fragment register of V^T: (code of token a, code of token b) at the lane's
-// local value dim j, as exact fp16 values code * value_frag_scale<VB>(j).
-template <int VB, int W>
+// local value dim j, as exact fp16 values code * value_frag_scale<VB>(j), or
+// the codes themselves with kUnscaled (the same instruction count).
+template <int VB, bool kUnscaled = false, int W>
 __device__ __forceinline__ std::uint32_t value_fragment(const std::uint32_t (&a)[W], const std::uint32_t (&b)[W],
                                                         int j) {
+  const float undo = kUnscaled ? 1.0f / value_frag_scale<VB>(j) : 1.0f;  // exact: powers of two
   if constexpr (VB == 4) {
     // Byte k of word w holds dims 8w+2k (low nibble) and 8w+2k+1 (high nibble).
     const int w = j / 8;
     const int k = (j % 8) / 2;
     const std::uint32_t sel = k | (k << 4) | ((4 + k) << 8) | ((4 + k) << 12);  // [a_k a_k b_k b_k]
     const std::uint32_t y = byte_perm(a[w], b[w], sel);
-    return masked_codes_to_half2(y, (j % 2) ? 0x00f000f0u : 0x000f000fu);
+    return masked_codes_to_half2(y, (j % 2) ? 0x00f000f0u : 0x000f000fu, undo);
   } else {
     // 16-bit windows at bit 9i hold fields 3i, 3i+1, 3i+2 at offsets 0, 3, 6.
     const int i = j / 3;
     const std::uint32_t wa = shifted_bits(a, 9 * i, 0);
     const std::uint32_t wb = shifted_bits(b, 9 * i, 0);
     const std::uint32_t y = byte_perm(wa, wb, 0x5410u);
-    return masked_codes_to_half2(y, 0x00070007u << (3 * (j % 3)));
+    return masked_codes_to_half2(y, 0x00070007u << (3 * (j % 3)), undo);
   }
 }
 

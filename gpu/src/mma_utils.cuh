@@ -127,11 +127,23 @@ __device__ __forceinline__ std::uint32_t and_or(std::uint32_t a, std::uint32_t b
 
 // Small integer codes sitting in the low mantissa bits of each half of `word`
 // (selected by `mask`) -> exact fp16x2 values: OR them into 1024.0 (0x6400, whose
-// mantissa step is 1) and subtract 1024. A code at bit k becomes code * 2^k.
-__device__ __forceinline__ std::uint32_t masked_codes_to_half2(std::uint32_t word, std::uint32_t mask) {
+// mantissa step is 1) and subtract 1024. A code at bit k becomes code * 2^k, or,
+// with undo = 2^-k (a compile-time constant after unrolling), the code itself in
+// the same one instruction: fma(1024 + code 2^k, 2^-k, -1024 2^-k) is exact, as
+// every term is an fp16 integer below 2048 scaled by a power of two.
+__device__ __forceinline__ std::uint32_t masked_codes_to_half2(std::uint32_t word, std::uint32_t mask,
+                                                               float undo = 1.0f) {
   const std::uint32_t biased = and_or(word, mask, 0x64006400u);
   std::uint32_t r;
-  asm("sub.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(biased), "r"(0x64006400u));
+  if (undo == 1.0f) {
+    asm("sub.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(biased), "r"(0x64006400u));
+  } else {
+    const __half2 m = __float2half2_rn(undo);
+    const __half2 c = __float2half2_rn(-1024.0f * undo);
+    asm("fma.rn.f16x2 %0, %1, %2, %3;\n"
+        : "=r"(r)
+        : "r"(biased), "r"(*reinterpret_cast<const std::uint32_t*>(&m)), "r"(*reinterpret_cast<const std::uint32_t*>(&c)));
+  }
   return r;
 }
 

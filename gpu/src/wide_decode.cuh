@@ -78,6 +78,7 @@ __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::u
                                           int end, const WideMask& mask, int lane) {
   using S = WideSmem<T>;
   constexpr int kNT = S::kStep / 8;  // n-tiles of S
+  static_assert(kNT % 2 == 0, "the max runs over n-tile pairs");
   const int c = lane & 3;
   float s[kNT][4];
 #pragma unroll
@@ -85,9 +86,10 @@ __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::u
 #if TURBOQUANT_HAVE_WGMMA
   // The warpgroup's S (64 columns x 64 tokens), B = K through its descriptor.
   wgmma_fence();
+  const std::uint64_t k_desc = wgmma_descriptor(k_tile, S::kKCoreStrideK, S::kCoreStrideN);
 #pragma unroll
   for (int ks = 0; ks < T::kKSteps; ++ks) {
-    const std::uint64_t b = wgmma_descriptor(k_tile + S::k_offset(0, 16 * ks), S::kKCoreStrideK, S::kCoreStrideN);
+    const std::uint64_t b = wgmma_descriptor_advance(k_desc, 2 * S::k_offset(0, 16 * ks));
     wgmma_64xNx16<kNT>(s, qa[ks], b, ks > 0);
   }
   wgmma_commit();
@@ -110,27 +112,39 @@ __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::u
   }
 #endif
   const float* norm = meta;
-  const float* scale = meta + S::kStep;
-  const float* zero = meta + 2 * S::kStep;
-  float mx0 = -core::kInf, mx1 = -core::kInf;
-  const bool masked = mask.needed(step_tok, S::kStep, end);  // block-uniform
+  const float* scale_zero = meta + S::kScaleZeroAt;
 #pragma unroll
   for (int n = 0; n < kNT; ++n) {
     const float2 kn = *reinterpret_cast<const float2*>(norm + 8 * n + 2 * c);
+    s[n][0] *= kn.x;
+    s[n][1] *= kn.y;
+    s[n][2] *= kn.x;
+    s[n][3] *= kn.y;
+  }
+  // One branch a step around the whole mask (block-uniform; most steps skip
+  // it): a test inside the loop above left a branch per n-tile in every step.
+  if (mask.needed(step_tok, S::kStep, end)) {
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const float k = e == 0 ? kn.x : kn.y;
-      s[n][e] *= k;
-      s[n][2 + e] *= k;
-      if (masked) {
+    for (int n = 0; n < kNT; ++n) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
         const int t = step_tok + 8 * n + 2 * c + e;
         if (t >= end || t < mask.lo0 || t >= mask.hi0) s[n][e] = -core::kInf;
         if (t >= end || t < mask.lo1 || t >= mask.hi1) s[n][2 + e] = -core::kInf;
       }
-      mx0 = fmaxf(mx0, s[n][e]);
-      mx1 = fmaxf(mx1, s[n][2 + e]);
     }
   }
+  // Each row's max as two independent chains (even and odd n-tiles), joined at the end.
+  float mx0 = -core::kInf, mx1 = -core::kInf, my0 = -core::kInf, my1 = -core::kInf;
+#pragma unroll
+  for (int n = 0; n < kNT; n += 2) {
+    mx0 = fmaxf(mx0, fmaxf(s[n][0], s[n][1]));
+    mx1 = fmaxf(mx1, fmaxf(s[n][2], s[n][3]));
+    my0 = fmaxf(my0, fmaxf(s[n + 1][0], s[n + 1][1]));
+    my1 = fmaxf(my1, fmaxf(s[n + 1][2], s[n + 1][3]));
+  }
+  mx0 = fmaxf(mx0, my0);
+  mx1 = fmaxf(mx1, my1);
 #pragma unroll
   for (int x = 1; x <= 2; x <<= 1) {
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
@@ -145,10 +159,9 @@ __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::u
   std::uint32_t pa[S::kStep / 16][4];  // A of O = P V per 16-token k-step
 #pragma unroll
   for (int n = 0; n < kNT; ++n) {
-    const float2 sc2 = *reinterpret_cast<const float2*>(scale + 8 * n + 2 * c);
-    const float2 zr2 = *reinterpret_cast<const float2*>(zero + 8 * n + 2 * c);
-    const float sc[2] = {sc2.x, sc2.y};
-    const float zr[2] = {zr2.x, zr2.y};
+    const float4 sz = *reinterpret_cast<const float4*>(scale_zero + 2 * (8 * n + 2 * c));  // tokens 2c, 2c + 1
+    const float sc[2] = {sz.x, sz.z};
+    const float zr[2] = {sz.y, sz.w};
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       s[n][e] = fast_exp2(s[n][e] - ref0);
@@ -178,9 +191,10 @@ __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::u
 #if TURBOQUANT_HAVE_WGMMA
   // The warpgroup's O (64 columns x D V^T rows), B = V^T through its descriptor.
   wgmma_fence();
+  const std::uint64_t v_desc = wgmma_descriptor(v_tile, S::kVCoreStrideK, S::kCoreStrideN);
 #pragma unroll
   for (int kk = 0; kk < S::kStep / 16; ++kk) {
-    const std::uint64_t b = wgmma_descriptor(v_tile + S::v_offset(0, 16 * kk), S::kVCoreStrideK, S::kCoreStrideN);
+    const std::uint64_t b = wgmma_descriptor_advance(v_desc, 2 * S::v_offset(0, 16 * kk));
     wgmma_64xNx16<T::kDim / 8>(w.o, pa[kk], b, true);
   }
   wgmma_commit();  // waited for by the next step's S product or after the loop

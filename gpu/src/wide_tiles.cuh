@@ -84,6 +84,10 @@ struct WideSmem {
   __host__ __device__ static constexpr int v_offset(int n, int t) {
     return (n / 8 + t / 8 * (D / 8)) * kCoreHalfs + n % 8 * 8 + t % 8;
   }
+  // The step's metadata, 3 kStep floats: the key norms by token, then (value
+  // scale, value zero) pairs by token, so that a lane reads both of two tokens
+  // in one 16-byte load.
+  static constexpr int kScaleZeroAt = kStep;  // float offset of the pairs
   static constexpr int kTileBytes = kStep * D * 2;
   static constexpr int kOPitch = D + 4;  // floats per row of the epilogue's O (in the tile region)
   static constexpr int kPipeBytes = T::kPipeBytes;
@@ -106,6 +110,7 @@ struct WideSmem {
   static constexpr int kLutOffset = kMetaOffset + 3 * kStep * 4;
   static constexpr int kBytes = kLutOffset + T::kLutBytes;
   static_assert(kWideColumns * D * 4 <= kMetaOffset - kKOffset, "the prepared query fits the tile region");
+  static_assert(kMetaOffset % 16 == 0, "16-byte loads of the (scale, zero) pairs");
   static_assert(T::kWarps == kWideWarps, "four warps");
   static_assert(wide_maps_are_bijections<T>(), "K columns and V^T rows hold every dim once");
   static_assert(D <= 128, "the O fragments of D 256 would take 128 registers");
@@ -145,31 +150,23 @@ __device__ __forceinline__ void wide_dequantize(const Stage& stage, const std::u
   if (g >= valid || tok0 + g < union_begin) n0 = scale0 = zero0 = 0.0f;
   if (g + 8 >= valid || tok0 + g + 8 < union_begin) n1 = scale1 = zero1 = 0.0f;
   if (c == 0) {
-    float* norm = meta;
-    float* scale = meta + S::kStep;
-    float* zero = meta + 2 * S::kStep;
-    norm[r0 + g] = n0;
-    norm[r0 + g + 8] = n1;
-    scale[r0 + g] = scale0;
-    scale[r0 + g + 8] = scale1;
-    zero[r0 + g] = zero0;
-    zero[r0 + g + 8] = zero1;
+    float2* scale_zero = reinterpret_cast<float2*>(meta + S::kScaleZeroAt);
+    meta[r0 + g] = n0;
+    meta[r0 + g + 8] = n1;
+    scale_zero[r0 + g] = make_float2(scale0, zero0);
+    scale_zero[r0 + g + 8] = make_float2(scale1, zero1);
   }
   // V^T: the value fragment (local dim j of lane group g; tokens 2c, 2c + 1 or
-  // 2c + 8, 2c + 9) is one word of row wide_value_row(g, j), its power of two undone.
+  // 2c + 8, 2c + 9) is one word of row wide_value_row(g, j), as the codes
+  // themselves (their power of two undone in the conversion's one fma).
   std::uint32_t vw[4][T::kValueWords];
   stage.load_values(st, vw);
   auto value_word = [&](int row, int tok) { return reinterpret_cast<std::uint32_t*>(v_tile + S::v_offset(row, r0 + tok)); };
 #pragma unroll
   for (int j = 0; j < 2 * T::kMTiles; ++j) {
-    const __half2 inv = __float2half2_rn(1.0f / value_frag_scale<T::kValueBits>(j));  // exact: powers of two
     const int dim = wide_value_row(g, j);
-    const std::uint32_t lo = value_fragment<T::kValueBits>(vw[0], vw[1], j);
-    const std::uint32_t hi = value_fragment<T::kValueBits>(vw[2], vw[3], j);
-    const __half2 l2 = __hmul2(*reinterpret_cast<const __half2*>(&lo), inv);
-    const __half2 h2 = __hmul2(*reinterpret_cast<const __half2*>(&hi), inv);
-    *value_word(dim, 2 * c) = *reinterpret_cast<const std::uint32_t*>(&l2);
-    *value_word(dim, 2 * c + 8) = *reinterpret_cast<const std::uint32_t*>(&h2);
+    *value_word(dim, 2 * c) = value_fragment<T::kValueBits, true>(vw[0], vw[1], j);
+    *value_word(dim, 2 * c + 8) = value_fragment<T::kValueBits, true>(vw[2], vw[3], j);
   }
 }
 
@@ -178,7 +175,10 @@ __device__ __forceinline__ void wide_dequantize(const Stage& stage, const std::u
 template <class T>
 __device__ __forceinline__ void wide_clear(int r0, __half* v_tile, float* meta, int lane) {
   using S = WideSmem<T>;
-  if (lane < T::kTile) meta[r0 + lane] = meta[S::kStep + r0 + lane] = meta[2 * S::kStep + r0 + lane] = 0.0f;
+  if (lane < T::kTile) {
+    meta[r0 + lane] = 0.0f;
+    reinterpret_cast<float2*>(meta + S::kScaleZeroAt)[r0 + lane] = make_float2(0.0f, 0.0f);
+  }
   for (int i = lane; i < T::kDim * (T::kTile / 2); i += 32) {
     const int row = i / (T::kTile / 2);
     const int pair = i % (T::kTile / 2);

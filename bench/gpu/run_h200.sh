@@ -213,6 +213,9 @@ ncustrict() {  # ncu source counters of one strict decode launch per layout (TQ_
 export -f build compare envab ncudeq wide loader pace dram ncuwide ncusrc ncustrict
 export B OUT steps
 has build && { run_step build 300 bash -c build || { log "build failed"; exit 1; }; }
+# ptxas serializing a kernel's wgmma (C7514/C7515: an ordinary instruction touching registers
+# of a product in flight) costs a wait after every product; none of the kernels should have it.
+has build && grep -h "C751[45]" "$OUT/build.log" | sed 's/.*in the function/WARNING wgmma serialized in/' | sort -u | tee -a "$OUT/info.log"
 has test && run_step test 200 $B/tests/test_gpu --gtest_color=no --gtest_filter="${TQ_TEST_FILTER:-*}"
 has bench && run_step bench 150 $B/bench/gpu/bench_gpu ${TQ_BENCH_ARGS:-} --csv "$OUT/bench.csv"
 has multi && run_step multi 160 $B/bench/gpu/bench_gpu --mode fast --preset 4bit_nc --shape 1x4096,8x8192,16x32768 \

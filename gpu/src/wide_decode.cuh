@@ -70,6 +70,17 @@ __device__ __forceinline__ WideMask wide_mask(const DecodeParams& p, const FastR
   return m;
 }
 
+// Whether a step's O product stays in flight over the next step's
+// dequantization. Not with FP8 keys on SoA: there ptxas gives P (O's A
+// operand, registers) the registers of S's accumulators, so the next S product
+// would write an operand still being read, and it serializes every wgmma of
+// the kernel instead (C7515 in the build log: a wait after each of the 12
+// products a step, at D 64 and 128, e4m3 and e4b15). Waiting for O at the end
+// of the step keeps each product's k-steps pipelined. run_h200.sh's build step
+// reports any C7514/C7515.
+template <class T>
+inline constexpr bool kWideOutputInFlight = !(T::kFp8 && !T::kAos);
+
 // The warp's step over the 64 tokens from step_tok: S = Q K^T, the online
 // softmax of its two rows per lane, O += (P * scale) V.
 template <class T>
@@ -198,6 +209,7 @@ __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::u
     wgmma_64xNx16<T::kDim / 8>(w.o, pa[kk], b, true);
   }
   wgmma_commit();  // waited for by the next step's S product or after the loop
+  if constexpr (!kWideOutputInFlight<T>) wgmma_wait_all();
 #else
   // B of O: V^T rows 16 q + 8 (lane / 16) + lane % 8, tokens 16 kk + 8 ((lane / 8) % 2).
   const __half* v_lane = v_tile + S::v_offset(8 * (lane >> 4) + (lane & 7), 8 * ((lane >> 3) & 1));

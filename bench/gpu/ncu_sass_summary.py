@@ -20,9 +20,14 @@ import sys
 
 def read_rows(path):
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        rows = list(csv.reader(f))
-    header_at = next(i for i, r in enumerate(rows) if "Source" in r and "Instructions Executed" in r)
+    try:
+        with opener(path, "rt") as f:
+            rows = list(csv.reader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        sys.exit(f"csv {path!r}: cannot read it ({e})")
+    header_at = next((i for i, r in enumerate(rows) if "Source" in r and "Instructions Executed" in r), None)
+    if header_at is None:
+        sys.exit(f"csv {path!r}: no header row with 'Source' and 'Instructions Executed' (not ncu's source page as CSV)")
     header = rows[header_at]
     return {h: i for i, h in enumerate(header)}, rows[header_at + 1:]
 
@@ -63,15 +68,9 @@ def main():
     ap.add_argument("--top", type=int, default=20)
     a = ap.parse_args()
     ix, rows = read_rows(a.csv)
-    if "Source" not in ix:
-        sys.exit(f"{a.csv}: no Source column")
-    total_exec = sum(number(r, ix, "Instructions Executed") for r in rows) or 1.0
-    total_samples = sum(number(r, ix, "Warp Stall Sampling (All Samples)") for r in rows) or 1.0
-    summarize("kernel", rows, ix, a.per, total_exec, total_samples, a.top)
-    stalls = [h for h in ix if h.startswith("stall_") and "Not Issued" not in h]
-    shares = {h[6:]: sum(number(r, ix, h) for r in rows) / total_samples for h in stalls}
-    print("== stall reasons (share of samples): " +
-          ", ".join(f"{k} {v:.3f}" for k, v in sorted(shares.items(), key=lambda kv: -kv[1]) if v >= 0.005))
+    if a.per <= 0:
+        sys.exit(f"--per {a.per}: must be positive")
+    ranges = []
     for spec in a.range:
         try:
             name, first, end = spec.rsplit(":", 2)
@@ -80,8 +79,16 @@ def main():
             sys.exit(f"--range {spec!r}: expected NAME:FIRST:END")
         if not 0 <= first < end <= len(rows):
             sys.exit(f"--range {spec!r}: FIRST and END must satisfy 0 <= FIRST < END <= {len(rows)}")
+        ranges.append((name, first, end))
+    total_exec = sum(number(r, ix, "Instructions Executed") for r in rows) or 1.0
+    total_samples = sum(number(r, ix, "Warp Stall Sampling (All Samples)") for r in rows) or 1.0
+    summarize("kernel", rows, ix, a.per, total_exec, total_samples, a.top)
+    stalls = [h for h in ix if h.startswith("stall_") and "Not Issued" not in h]
+    shares = {h[6:]: sum(number(r, ix, h) for r in rows) / total_samples for h in stalls}
+    print("== stall reasons (share of samples): " +
+          ", ".join(f"{k} {v:.3f}" for k, v in sorted(shares.items(), key=lambda kv: -kv[1]) if v >= 0.005))
+    for name, first, end in ranges:
         summarize(name, rows[first:end], ix, a.per, total_exec, total_samples, a.top)
-
 
 if __name__ == "__main__":
     main()

@@ -88,6 +88,7 @@ struct WideSmem {
   // scale, value zero) pairs by token, so that a lane reads both of two tokens
   // in one 16-byte load.
   static constexpr int kScaleZeroAt = kStep;  // float offset of the pairs
+  static constexpr int kMetaBytes = (kScaleZeroAt + 2 * kStep) * 4;
   static constexpr int kTileBytes = kStep * D * 2;
   static constexpr int kOPitch = D + 4;  // floats per row of the epilogue's O (in the tile region)
   static constexpr int kPipeBytes = T::kPipeBytes;
@@ -97,7 +98,7 @@ struct WideSmem {
   static constexpr int bytes_with(int buffers) {
     const int region = (1 + buffers) * kTileBytes > kWideColumns * kOPitch * 4 ? (1 + buffers) * kTileBytes
                                                                                 : kWideColumns * kOPitch * 4;
-    return kKOffset + (region + 127) / 128 * 128 + 3 * kStep * 4 + T::kLutBytes;
+    return kKOffset + (region + 127) / 128 * 128 + kMetaBytes + T::kLutBytes;
   }
   // Two V^T tiles where two blocks still fit an SM (kBlockBudget), so that a
   // step's O product reads one while the next step's tile is written to the
@@ -105,9 +106,9 @@ struct WideSmem {
   // larger stages).
   static constexpr int kBlockBudget = 227 * 1024 / 2 - 1024 - 128;  // two blocks, their reserved 1 KB and static 64 B
   static constexpr int kValueBuffers = bytes_with(2) <= kBlockBudget ? 2 : 1;
-  static constexpr int kRegionBytes = bytes_with(kValueBuffers) - kKOffset - 3 * kStep * 4 - T::kLutBytes;
+  static constexpr int kRegionBytes = bytes_with(kValueBuffers) - kKOffset - kMetaBytes - T::kLutBytes;
   static constexpr int kMetaOffset = kKOffset + kRegionBytes;
-  static constexpr int kLutOffset = kMetaOffset + 3 * kStep * 4;
+  static constexpr int kLutOffset = kMetaOffset + kMetaBytes;
   static constexpr int kBytes = kLutOffset + T::kLutBytes;
   static_assert(kWideColumns * D * 4 <= kMetaOffset - kKOffset, "the prepared query fits the tile region");
   static_assert(kMetaOffset % 16 == 0, "16-byte loads of the (scale, zero) pairs");

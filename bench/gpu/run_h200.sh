@@ -44,6 +44,8 @@
 #             SoA and AoS, TQ_NCU_STRICT_CASE (default 4bit_nc:32x8192)
 #   dram      ncu's DRAM and L2 bytes of the fast decode, 16x32768, SoA and AoS (under each
 #             TQ_DRAM_CONFIGS pacing), 4bit_nc and k8v4 (dram.log; PERFORMANCE.md rounds 14 and 20)
+#   (after the steps: bench/gpu/targets.py on the bench, multi and dequantize CSVs of the run,
+#   the issues' speed targets, into targets.log; its summary also into info.log)
 #   TQ_CUDA_ARCH     CMAKE_CUDA_ARCHITECTURES of the build (default 90a: the wide kernel's wgmma;
 #                    90 builds it with mma.sync)
 #   TQ_TEST_FILTER   gtest filter of the test step (default: all of test_gpu)
@@ -261,6 +263,15 @@ if has ncu; then
       $B/bench/gpu/bench_gpu --reps 1 "$@"; }
   export -f ncu_run; export NCU_SECTIONS
   run_step ncu 200 bash -c 'ncu_run --preset 4bit_nc --shape 16x32768 --mode fast; ncu_run --preset 3bit_nc --shape 16x32768 --mode fast; ncu_run --preset 4bit_nc --shape 1x4096 --mode fast; ncu_run --preset 4bit_nc --shape 16x32768 --mode strict; ncu --clock-control none -k regex:encode_kernel --launch-count 1 $NCU_SECTIONS $B/bench/gpu/bench_gpu --reps 1 --preset 4bit_nc --mode encode'
+fi
+# The issues' speed targets from this run's CSVs (bench/gpu/targets.py; exit 1 = a target missed).
+targets_args=()
+[ -f "$OUT/bench.csv" ] && targets_args+=(--bench "$OUT/bench.csv")
+[ -f "$OUT/multi.csv" ] && targets_args+=(--multi "$OUT/multi.csv")
+[ -f "$OUT/dequantize.csv" ] && targets_args+=(--dequantize "$OUT/dequantize.csv")
+if (( ${#targets_args[@]} )); then
+  python3 bench/gpu/targets.py "${targets_args[@]}" > "$OUT/targets.log" 2>&1
+  sed -n '/^== summary/,$p' "$OUT/targets.log" | tee -a "$OUT/info.log"
 fi
 log "done"
 # Only a few files come back from a device call: everything, packed, under a name that sorts first.

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""The open issues' speed targets, read from bench_gpu CSVs of one device run:
+each target's ratio per row and whether it holds. The targets are issue 12's
+(AoS time / SoA time: fast decode 1.1x, strict decode and encode 1.15x, per
+preset and shape) and issue 13's (16 x 32768, 4bit_nc, fast: q_len 4 at most
+1.3x and q_len 16 at most 2x the time of q_len 1; every dequantize row at least
+0.70 of the copy ceiling). They are defined on the H200: on other GPUs the
+verdicts only say where that GPU stands.
+
+  targets.py [--bench CSV ...] [--multi CSV ...] [--dequantize CSV ...]
+
+--bench: the bench step's CSVs (decode and encode rows of both layouts),
+--multi: the multi step's (fast 4bit_nc rows with q_len), --dequantize: the
+dequantize step's. Several CSVs of one kind (interleaved rounds) give each row
+its median. Prints one line per row and a summary per target; exits 1 if a
+target misses, 2 on unreadable input.
+"""
+import argparse
+import csv
+import statistics
+import sys
+
+FAST_AOS_LIMIT = 1.10
+STRICT_AOS_LIMIT = 1.15
+ENCODE_AOS_LIMIT = 1.15
+Q4_LIMIT = 1.3
+Q16_LIMIT = 2.0
+DEQUANTIZE_FLOOR = 0.70
+MULTI_SHAPE = "16x32768"
+MULTI_PRESET = "4bit_nc"
+
+
+def fail(message):
+    print(message, file=sys.stderr)
+    sys.exit(2)
+
+
+def load(paths, what):
+    """{(name words, layout): [us, ...], ...} and {(name words, layout): [fraction, ...]}."""
+    times, fractions = {}, {}
+    for path in paths:
+        try:
+            with open(path, newline="") as f:
+                reader = csv.DictReader(f)
+                missing = {"what", "us", "fraction_of_copy"} - set(reader.fieldnames or [])
+                if missing:
+                    fail(f"{what} csv {path!r}: no column {sorted(missing)[0]!r} (not a bench_gpu --csv file)")
+                for r in reader:
+                    name = tuple(r["what"].split())
+                    if not name or name[0] == "copy_ceiling":
+                        continue
+                    key = (name, r.get("layout") or "soa")
+                    times.setdefault(key, []).append(float(r["us"]))
+                    fractions.setdefault(key, []).append(float(r["fraction_of_copy"]))
+        except (OSError, UnicodeDecodeError, csv.Error, ValueError) as e:
+            fail(f"{what} csv {path!r}: cannot read it ({e})")
+    med = lambda d: {k: statistics.median(v) for k, v in d.items()}
+    return med(times), med(fractions)
+
+
+class Report:
+    def __init__(self):
+        self.summary = []  # (target, rows, misses, worst)
+
+    def target(self, title, rows, limit, at_most=True):
+        """rows: [(label, value, detail)]; prints them and records the verdict."""
+        print(f"== {title}")
+        if not rows:
+            print("   no rows in the input")
+            self.summary.append((title, 0, 0, None))
+            return
+        misses = 0
+        for label, value, detail in rows:
+            ok = value <= limit if at_most else value >= limit
+            misses += not ok
+            print(f"   {label:<42} {value:7.4f}  {'ok  ' if ok else 'MISS'}  {detail}")
+        worst = max(v for _, v, _ in rows) if at_most else min(v for _, v, _ in rows)
+        self.summary.append((title, len(rows), misses, worst))
+
+    def finish(self):
+        print("== summary")
+        failed = False
+        for title, n, misses, worst in self.summary:
+            if n == 0:
+                print(f"   {title}: not measured")
+                continue
+            failed |= misses > 0
+            verdict = "holds" if misses == 0 else f"misses {misses} of {n} rows"
+            print(f"   {title}: {verdict} (worst {worst:.4f})")
+        return 1 if failed else 0
+
+
+def aos_over_soa(times, kind):
+    """(label, AoS / SoA, detail) for every row name of `kind` measured in both layouts."""
+    rows = []
+    for (name, layout), soa_us in sorted(times.items()):
+        if layout != "soa" or name[: len(kind)] != kind:
+            continue
+        aos_us = times.get((name, "aos"))
+        if aos_us is None:
+            continue
+        label = " ".join(name[len(kind):])
+        rows.append((label, aos_us / soa_us, f"AoS {aos_us:.2f} us / SoA {soa_us:.2f} us"))
+    return rows
+
+
+def multi_ratios(times, q_len):
+    rows = []
+    for layout in ("soa", "aos"):
+        single = times.get((("decode", "fast", MULTI_PRESET, MULTI_SHAPE), layout))
+        multi = times.get((("decode", "fast", MULTI_PRESET, MULTI_SHAPE, f"q{q_len}"), layout))
+        if single is None or multi is None:
+            continue
+        rows.append((f"{MULTI_PRESET} {MULTI_SHAPE} {layout}", multi / single,
+                     f"q {q_len} {multi:.2f} us / q 1 {single:.2f} us"))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bench", nargs="+", default=[], metavar="CSV")
+    ap.add_argument("--multi", nargs="+", default=[], metavar="CSV")
+    ap.add_argument("--dequantize", nargs="+", default=[], metavar="CSV")
+    args = ap.parse_args()
+    if not (args.bench or args.multi or args.dequantize):
+        ap.error("give at least one of --bench, --multi, --dequantize")
+    report = Report()
+    if args.bench:
+        times, _ = load(args.bench, "bench")
+        report.target(f"issue 12: fast decode AoS / SoA <= {FAST_AOS_LIMIT}",
+                      aos_over_soa(times, ("decode", "fast")), FAST_AOS_LIMIT)
+        report.target(f"issue 12: strict decode AoS / SoA <= {STRICT_AOS_LIMIT}",
+                      aos_over_soa(times, ("decode", "strict")), STRICT_AOS_LIMIT)
+        report.target(f"issue 12: encode AoS / SoA <= {ENCODE_AOS_LIMIT}",
+                      aos_over_soa(times, ("encode",)), ENCODE_AOS_LIMIT)
+    if args.multi:
+        times, _ = load(args.multi, "multi")
+        report.target(f"issue 13: q 4 / q 1 <= {Q4_LIMIT}", multi_ratios(times, 4), Q4_LIMIT)
+        report.target(f"issue 13: q 16 / q 1 <= {Q16_LIMIT}", multi_ratios(times, 16), Q16_LIMIT)
+    if args.dequantize:
+        _, fractions = load(args.dequantize, "dequantize")
+        rows = [(" ".join(name[1:]) + f" {layout}", f, "fraction of the copy ceiling")
+                for (name, layout), f in sorted(fractions.items()) if name[0] == "dequantize"]
+        report.target(f"issue 13: dequantize >= {DEQUANTIZE_FLOOR} of the copy ceiling", rows, DEQUANTIZE_FLOOR,
+                      at_most=False)
+    return report.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

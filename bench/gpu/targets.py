@@ -4,19 +4,24 @@ each target's ratio per row and whether it holds. The targets are issue 12's
 (AoS time / SoA time: fast decode 1.1x, strict decode and encode 1.15x, per
 preset and shape) and issue 13's (16 x 32768, 4bit_nc, fast: q_len 4 at most
 1.3x and q_len 16 at most 2x the time of q_len 1; every dequantize row at least
-0.70 of the copy ceiling). They are defined on the H200: on other GPUs the
-verdicts only say where that GPU stands.
+0.70 of the copy ceiling), and the CPU ones (1 x 32768, 2 threads: decode AoS /
+SoA 1.15x, q_len 4 at most 3x q_len 1). The GPU targets are defined on the
+H200: on other GPUs the verdicts only say where that GPU stands.
 
-  targets.py [--bench CSV ...] [--multi CSV ...] [--dequantize CSV ...]
+  targets.py [--bench CSV ...] [--multi CSV ...] [--dequantize CSV ...] [--cpu CSV ...]
 
 --bench: the bench step's CSVs (decode and encode rows of both layouts),
 --multi: the multi step's (fast 4bit_nc rows with q_len), --dequantize: the
-dequantize step's. Several CSVs of one kind (interleaved rounds) give each row
+dequantize step's; --cpu: bench_cpu --benchmark_format=json (or csv) output with the
+decode/, decode-aos/ and decode-multi/ rows at B1x32768/t2 (one ratio per ISA;
+the runs' median, or the median aggregates where
+only those were reported). Several CSVs of one kind (interleaved rounds) give each row
 its median. Prints one line per row and a summary per target; exits 1 if a
 target misses, 2 on unreadable input.
 """
 import argparse
 import csv
+import json
 import statistics
 import sys
 
@@ -28,6 +33,10 @@ Q16_LIMIT = 2.0
 DEQUANTIZE_FLOOR = 0.70
 MULTI_SHAPE = "16x32768"
 MULTI_PRESET = "4bit_nc"
+CPU_AOS_LIMIT = 1.15
+CPU_Q4_LIMIT = 3.0
+CPU_SHAPE = "B1x32768"
+CPU_THREADS = "t2"
 
 
 def fail(message):
@@ -56,6 +65,63 @@ def load(paths, what):
             fail(f"{what} csv {path!r}: cannot read it ({e})")
     med = lambda d: {k: statistics.median(v) for k, v in d.items()}
     return med(times), med(fractions)
+
+
+def load_cpu(paths):
+    """{benchmark name without /real_time: median ms} from Google Benchmark JSON or CSV
+    output (JSON where one run mixes decode and decode-multi rows: the CSV reporter
+    aborts on rows with different counters)."""
+    times, medians = {}, {}  # per run; the median aggregates (where only aggregates were reported)
+
+    def add(name, run_type, real_time, unit):
+        stem, _, suffix = name.rpartition("_")
+        is_aggregate = run_type == "aggregate" or suffix in ("mean", "median", "stddev", "cv")
+        if is_aggregate and suffix != "median":
+            return
+        ms = float(real_time) * {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+        if is_aggregate:
+            medians.setdefault(stem.removesuffix("/real_time"), []).append(ms)
+        else:
+            times.setdefault(name.removesuffix("/real_time"), []).append(ms)
+
+    for path in paths:
+        try:
+            with open(path, newline="") as f:
+                text = f.read()
+            if text.lstrip().startswith("{"):
+                for b in json.loads(text)["benchmarks"]:
+                    if not b.get("error_occurred"):
+                        add(b["name"], b.get("run_type", "iteration"), b["real_time"], b["time_unit"])
+                continue
+            lines = text.splitlines()
+            header = next((i for i, line in enumerate(lines) if line.startswith("name,")), None)
+            if header is None:
+                fail(f"cpu file {path!r}: neither Google Benchmark JSON nor CSV (no row starting with 'name,')")
+            for r in csv.DictReader(lines[header:]):
+                if r.get("error_occurred") != "true":
+                    add(r["name"], "iteration", r["real_time"], r["time_unit"])
+        except (OSError, UnicodeDecodeError, csv.Error, ValueError, KeyError, TypeError) as e:
+            fail(f"cpu file {path!r}: cannot read it ({e!r})")
+    for name, values in medians.items():
+        times.setdefault(name, values)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def cpu_rows(times):
+    """(AoS / SoA rows, q 4 / q 1 rows) of the CPU targets."""
+    aos, multi = [], []
+    for name, soa_ms in sorted(times.items()):
+        parts = name.split("/")  # decode/<preset>/<shape>/<threads>/<isa>
+        if len(parts) == 5 and parts[0] == "decode" and parts[2:4] == [CPU_SHAPE, CPU_THREADS]:
+            aos_ms = times.get("/".join(["decode-aos"] + parts[1:]))
+            if aos_ms is not None:
+                aos.append((f"{parts[1]} {parts[4]}", aos_ms / soa_ms, f"AoS {aos_ms:.2f} ms / SoA {soa_ms:.2f} ms"))
+        # decode-multi/<preset>/<shape>/q1/<threads>/<isa>/single
+        if len(parts) == 7 and parts[0] == "decode-multi" and parts[2] == CPU_SHAPE and parts[3:5] == ["q1", CPU_THREADS]:
+            q4 = times.get("/".join(parts[:3] + ["q4", CPU_THREADS, parts[5], "rows"]))
+            if q4 is not None:
+                multi.append((f"{parts[1]} {parts[5]}", q4 / soa_ms, f"q 4 {q4:.2f} ms / q 1 {soa_ms:.2f} ms"))
+    return aos, multi
 
 
 class Report:
@@ -121,9 +187,10 @@ def main():
     ap.add_argument("--bench", nargs="+", default=[], metavar="CSV")
     ap.add_argument("--multi", nargs="+", default=[], metavar="CSV")
     ap.add_argument("--dequantize", nargs="+", default=[], metavar="CSV")
+    ap.add_argument("--cpu", nargs="+", default=[], metavar="CSV")
     args = ap.parse_args()
-    if not (args.bench or args.multi or args.dequantize):
-        ap.error("give at least one of --bench, --multi, --dequantize")
+    if not (args.bench or args.multi or args.dequantize or args.cpu):
+        ap.error("give at least one of --bench, --multi, --dequantize, --cpu")
     report = Report()
     if args.bench:
         times, _ = load(args.bench, "bench")
@@ -143,6 +210,10 @@ def main():
                 for (name, layout), f in sorted(fractions.items()) if name[0] == "dequantize"]
         report.target(f"issue 13: dequantize >= {DEQUANTIZE_FLOOR} of the copy ceiling", rows, DEQUANTIZE_FLOOR,
                       at_most=False)
+    if args.cpu:
+        aos, multi = cpu_rows(load_cpu(args.cpu))
+        report.target(f"issue 12: CPU decode AoS / SoA <= {CPU_AOS_LIMIT}", aos, CPU_AOS_LIMIT)
+        report.target(f"issue 13: CPU q 4 / q 1 <= {CPU_Q4_LIMIT}", multi, CPU_Q4_LIMIT)
     return report.finish()
 
 

@@ -22,6 +22,7 @@ target misses, 2 on unreadable input.
 import argparse
 import csv
 import json
+import signal
 import statistics
 import sys
 
@@ -56,6 +57,9 @@ def load(paths, what):
                     fail(f"{what} csv {path!r}: no column {sorted(missing)[0]!r} (not a bench_gpu --csv file)")
                 for r in reader:
                     name = tuple(r["what"].split())
+                    if name[:1] == ("copy_ceiling",):
+                        # Which GPU ran it: an H200 copies about 4.2 TB/s, an H100 about 3.0.
+                        print(f"{what} csv {path}: copy ceiling {float(r.get('GBps') or 0):.0f} GB/s")
                     if not name or name[0] == "copy_ceiling":
                         continue
                     key = (name, r.get("layout") or "soa")
@@ -218,4 +222,5 @@ def main():
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under `| head`
     sys.exit(main())

@@ -12,11 +12,11 @@ H200: on other GPUs the verdicts only say where that GPU stands.
 
 --bench: the bench step's CSVs (decode and encode rows of both layouts),
 --multi: the multi step's (fast 4bit_nc rows with q_len), --dequantize: the
-dequantize step's; --cpu: bench_cpu --benchmark_format=json (or csv) output with the
-decode/, decode-aos/ and decode-multi/ rows at B1x32768/t2 (one ratio per ISA;
-the runs' median, or the median aggregates where
-only those were reported). Several CSVs of one kind (interleaved rounds) give each row
-its median. Prints one line per row and a summary per target; exits 1 if a
+dequantize step's; --cpu: bench_cpu's --benchmark_format=json (or csv) output
+with the decode/, decode-aos/ and decode-multi/ rows at B1x32768/t2 (a ratio
+per ISA; each row's runs, or its median aggregates where only those were
+reported). Several files of one kind (interleaved rounds) give each row its
+median. Prints one line per row and a summary per target; exits 1 if a
 target misses, 2 on unreadable input.
 """
 import argparse

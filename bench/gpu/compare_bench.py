@@ -8,21 +8,17 @@ by (what, layout); a CSV without a layout column (older binaries) is SoA.
   compare_bench.py --baseline a1.csv a2.csv --current b1.csv b2.csv [--limit 1.02]
 """
 import argparse
-import csv
 import statistics
 import sys
+
+from bench_csv import read_bench_csv
 
 
 def load(paths):
     rows = {}
     for path in paths:
-        with open(path, newline="") as f:
-            for r in csv.DictReader(f):
-                name = " ".join(r["what"].split())
-                if name == "copy_ceiling":
-                    continue
-                layout = r.get("layout") or "soa"
-                rows.setdefault(f"{name} {layout}", []).append(float(r["us"]))
+        for row in read_bench_csv(path).rows:
+            rows.setdefault(f"{' '.join(row.what)} {row.layout}", []).append(row.us)
     return rows
 
 

@@ -6,19 +6,17 @@ time over SoA's.
     python3 bench/gpu/pace_table.py DIR     (DIR holds pace-<mode>-*.csv)
 """
 import collections
-import csv
 import pathlib
 import re
 import sys
 
+from bench_csv import read_bench_csv
+
 
 def rows(path):
-    with open(path) as f:
-        for r in csv.DictReader(f):
-            what = r["what"].split()
-            if what[0] != "decode" or len(what) < 4:
-                continue
-            yield what[1], what[2], what[3], float(r["us"])
+    for row in read_bench_csv(path).rows:
+        if row.what[0] == "decode" and len(row.what) >= 4:
+            yield row.what[1], row.what[2], row.what[3], row.us
 
 
 def main(directory):

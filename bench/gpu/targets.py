@@ -26,6 +26,8 @@ import signal
 import statistics
 import sys
 
+from bench_csv import read_bench_csv
+
 FAST_AOS_LIMIT = 1.10
 STRICT_AOS_LIMIT = 1.15
 ENCODE_AOS_LIMIT = 1.15
@@ -46,27 +48,18 @@ def fail(message):
 
 
 def load(paths, what):
-    """{(name words, layout): [us, ...], ...} and {(name words, layout): [fraction, ...]}."""
+    """{(name words, layout): median us} and {(name words, layout): median fraction of the copy ceiling}."""
     times, fractions = {}, {}
     for path in paths:
         try:
-            with open(path, newline="") as f:
-                reader = csv.DictReader(f)
-                missing = {"what", "us", "fraction_of_copy"} - set(reader.fieldnames or [])
-                if missing:
-                    fail(f"{what} csv {path!r}: no column {sorted(missing)[0]!r} (not a bench_gpu --csv file)")
-                for r in reader:
-                    name = tuple(r["what"].split())
-                    if name[:1] == ("copy_ceiling",):
-                        # Which GPU ran it: an H200 copies about 4.2 TB/s, an H100 about 3.0.
-                        print(f"{what} csv {path}: copy ceiling {float(r.get('GBps') or 0):.0f} GB/s")
-                    if not name or name[0] == "copy_ceiling":
-                        continue
-                    key = (name, r.get("layout") or "soa")
-                    times.setdefault(key, []).append(float(r["us"]))
-                    fractions.setdefault(key, []).append(float(r["fraction_of_copy"]))
+            table = read_bench_csv(path)
         except (OSError, UnicodeDecodeError, csv.Error, ValueError) as e:
             fail(f"{what} csv {path!r}: cannot read it ({e})")
+        # Which GPU ran it: an H200 copies about 4.2 TB/s, an H100 about 3.0.
+        print(f"{what} csv {path}: copy ceiling {table.copy_ceiling_gbps:.0f} GB/s")
+        for row in table.rows:
+            times.setdefault((row.what, row.layout), []).append(row.us)
+            fractions.setdefault((row.what, row.layout), []).append(row.fraction)
     med = lambda d: {k: statistics.median(v) for k, v in d.items()}
     return med(times), med(fractions)
 

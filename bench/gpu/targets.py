@@ -107,17 +107,17 @@ def load_cpu(paths):
 def cpu_rows(times):
     """(AoS / SoA rows, q 4 / q 1 rows) of the CPU targets."""
     aos, multi = [], []
-    for name, soa_ms in sorted(times.items()):
+    for name, ms in sorted(times.items()):  # ms: a SoA row or a q 1 row
         parts = name.split("/")  # decode/<preset>/<shape>/<threads>/<isa>
         if len(parts) == 5 and parts[0] == "decode" and parts[2:4] == [CPU_SHAPE, CPU_THREADS]:
             aos_ms = times.get("/".join(["decode-aos"] + parts[1:]))
             if aos_ms is not None:
-                aos.append((f"{parts[1]} {parts[4]}", aos_ms / soa_ms, f"AoS {aos_ms:.2f} ms / SoA {soa_ms:.2f} ms"))
+                aos.append((f"{parts[1]} {parts[4]}", aos_ms / ms, f"AoS {aos_ms:.2f} ms / SoA {ms:.2f} ms"))
         # decode-multi/<preset>/<shape>/q1/<threads>/<isa>/single
         if len(parts) == 7 and parts[0] == "decode-multi" and parts[2] == CPU_SHAPE and parts[3:5] == ["q1", CPU_THREADS]:
             q4 = times.get("/".join(parts[:3] + ["q4", CPU_THREADS, parts[5], "rows"]))
             if q4 is not None:
-                multi.append((f"{parts[1]} {parts[5]}", q4 / soa_ms, f"q 4 {q4:.2f} ms / q 1 {soa_ms:.2f} ms"))
+                multi.append((f"{parts[1]} {parts[5]}", q4 / ms, f"q 4 {q4:.2f} ms / q 1 {ms:.2f} ms"))
     return aos, multi
 
 

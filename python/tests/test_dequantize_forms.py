@@ -43,6 +43,28 @@ def test_float16_output_is_the_float32_one_rounded(path):
     assert ks.shape[2] == int(c.seq_lens.max())
 
 
+def test_dtype_is_a_name_or_a_numpy_dtype():
+    c = tq.load_case(CASES[0])
+    want, _ = tq.dequantize(c.kv_cache, c.slot_mapping, c.layout, dtype="float16")
+    for dtype in (np.float16, np.dtype("float16")):
+        k, _ = tq.dequantize(c.kv_cache, c.slot_mapping, c.layout, dtype=dtype)
+        assert k.dtype == np.float16
+        np.testing.assert_array_equal(k, want)
+        ks, _ = tq.dequantize_sequences(c.kv_cache, c.block_table, c.seq_lens, c.layout, dtype=dtype)
+        assert ks.dtype == np.float16
+    k32, _ = tq.dequantize(c.kv_cache, c.slot_mapping, c.layout, dtype=np.float32)
+    assert k32.dtype == np.float32
+
+
+@pytest.mark.parametrize("dtype", ["int8", "half", "fp16", np.float64, np.int32, None, 3])
+def test_other_dtypes_are_refused_by_name(dtype):
+    c = tq.load_case(CASES[0])
+    with pytest.raises(ValueError, match=r"dtype = .* is not one of 'float32', 'float16', 'bfloat16'"):
+        tq.dequantize(c.kv_cache, c.slot_mapping, c.layout, dtype=dtype)
+    with pytest.raises(ValueError, match=r"dtype = .* is not one of"):
+        tq.dequantize_sequences(c.kv_cache, c.block_table, c.seq_lens, c.layout, dtype=dtype)
+
+
 def test_bad_inputs_name_the_argument():
     c = tq.load_case(CASES[0])
     with pytest.raises(ValueError, match="max_seq"):
@@ -57,5 +79,5 @@ def test_bad_inputs_name_the_argument():
         tq.dequantize_sequences(c.kv_cache, bad, c.seq_lens, c.layout)
     with pytest.raises(ValueError, match="basis"):
         tq.dequantize_sequences(c.kv_cache, c.block_table, c.seq_lens, c.layout, basis="up")
-    with pytest.raises(TypeError, match="bfloat16"):
-        tq.dequantize(c.kv_cache, c.slot_mapping, c.layout, dtype="bfloat16")  # numpy has none
+    with pytest.raises(TypeError, match="dtype = 'bfloat16': numpy has no bfloat16"):
+        tq.dequantize(c.kv_cache, c.slot_mapping, c.layout, dtype="bfloat16")

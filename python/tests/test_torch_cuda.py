@@ -267,6 +267,9 @@ def test_cuda_dequantize_equals_the_golden_model(path):
         np.testing.assert_array_equal(gvs.cpu().numpy(), vs)
         hk, _ = tq.dequantize_sequences(cache, table, lens, case.layout, basis=basis, dtype="bfloat16")
         assert torch.equal(hk.cpu(), torch.from_numpy(ks).to(torch.bfloat16))  # numpy has no bfloat16
+        tk, _ = tq.dequantize(cache, torch.from_numpy(case.slot_mapping).cuda(), case.layout, basis,
+                              dtype=torch.bfloat16)  # a torch dtype names the same output
+        assert tk.dtype == torch.bfloat16 and torch.equal(tk.cpu(), torch.from_numpy(k).to(torch.bfloat16))
 
 
 MULTI = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(DATA, "vllm-multi", "*", "meta.json")))

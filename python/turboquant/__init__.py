@@ -207,7 +207,7 @@ def dequantize(kv_cache, slots, layout, basis="original", *, dtype="float32", ba
                centroids=None, rotation=None, threads=0):
     """The cache's K and V at ``slots`` (int64 [N]) as [N, Hk, D] arrays of ``dtype``
     ('float32': the golden model's bits; 'float16' / 'bfloat16': those rounded to nearest
-    even), keys in the 'original' basis (rotated back) or the 'rotated' one (as stored);
+    even; the name, or a numpy or torch dtype: np.float16, torch.bfloat16), keys in the 'original' basis (rotated back) or the 'rotated' one (as stored);
     returns (keys, values). CPU arrays run the golden model, CUDA arrays the CUDA kernel
     (the same bytes) on the current stream."""
     _check_layout(layout)
@@ -217,8 +217,9 @@ def dequantize(kv_cache, slots, layout, basis="original", *, dtype="float32", ba
     if len(slots.shape) != 1:
         raise ValueError(f"slots: shape {list(slots.shape)} has {len(slots.shape)} dimensions, expected 1 [num_slots]")
     shape = (int(slots.shape[0]), layout.num_kv_heads, layout.head_dim)
-    keys = _arrays.empty(kv_cache, shape, str(dtype))
-    values = _arrays.empty(kv_cache, shape, str(dtype))
+    dtype = _arrays.output_dtype(dtype)
+    keys = _arrays.empty(kv_cache, shape, dtype)
+    values = _arrays.empty(kv_cache, shape, dtype)
     try:
         _ext._dequantize(layout, kv_cache, slots, keys, values, str(basis), backend or "",
                          _arrays.stream_handle(stream, kv_cache), _host_centroids(centroids), rotation,
@@ -247,8 +248,9 @@ def dequantize_sequences(kv_cache, block_table, seq_lens, layout, max_seq=None, 
     if max_seq < 0:
         raise ValueError(f"max_seq = {max_seq} must be >= 0")
     shape = (int(block_table.shape[0]), layout.num_kv_heads, max_seq, layout.head_dim)
-    keys = _arrays.zeros(kv_cache, shape, str(dtype))
-    values = _arrays.zeros(kv_cache, shape, str(dtype))
+    dtype = _arrays.output_dtype(dtype)
+    keys = _arrays.zeros(kv_cache, shape, dtype)
+    values = _arrays.zeros(kv_cache, shape, dtype)
     try:
         _ext._dequantize_sequences(layout, kv_cache, block_table, seq_lens, keys, values, str(basis),
                                    backend or "", _arrays.stream_handle(stream, kv_cache),

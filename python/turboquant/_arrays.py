@@ -63,19 +63,43 @@ def require_int32(name, value):
     return value
 
 
+OUTPUT_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def output_dtype(dtype):
+    """The name in OUTPUT_DTYPES of a `dtype=` argument: the name itself, a numpy dtype or
+    scalar type (np.float16, JAX's jnp.bfloat16), or a torch dtype (torch.bfloat16); else
+    ValueError naming the value."""
+    if isinstance(dtype, str):
+        name = dtype
+    elif type(dtype).__module__ == "torch":  # torch.dtype: str() is "torch.float16"
+        name = str(dtype).removeprefix("torch.")
+    else:
+        try:
+            name = np.dtype(dtype).name if dtype is not None else None
+        except TypeError:
+            name = None
+    if name not in OUTPUT_DTYPES:
+        raise ValueError(f"dtype = {dtype!r} is not one of 'float32', 'float16', 'bfloat16'")
+    return name
+
+
 def empty(ref, shape, dtype):
-    """An uninitialized array of `shape` and `dtype` ("float32", ...) from the
+    """An uninitialized array of `shape` and `dtype` (a name in OUTPUT_DTYPES) from the
     library and device of `ref`."""
     torch = torch_module(ref)
     if torch is not None:
         return torch.empty(shape, dtype=getattr(torch, dtype), device=ref.device)
     if isinstance(ref, np.ndarray):
         if dtype == "bfloat16":
-            raise TypeError("numpy has no bfloat16: pass out= explicitly")
+            raise TypeError("dtype = 'bfloat16': numpy has no bfloat16; with numpy arrays use 'float32' or "
+                            "'float16' (torch and JAX arrays take 'bfloat16')")
         return np.empty(shape, dtype=dtype)
     namespace = getattr(ref, "__array_namespace__", None)
     if namespace is not None:
         xp = namespace()
+        if getattr(xp, dtype, None) is None:
+            raise TypeError(f"dtype = {dtype!r}: {xp.__name__} has no {dtype}")
         return xp.empty(shape, dtype=getattr(xp, dtype), device=ref.device)
     raise TypeError(f"cannot allocate an output next to a {type(ref).__name__}: pass out= explicitly")
 

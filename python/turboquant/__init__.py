@@ -207,9 +207,10 @@ def dequantize(kv_cache, slots, layout, basis="original", *, dtype="float32", ba
                centroids=None, rotation=None, threads=0):
     """The cache's K and V at ``slots`` (int64 [N]) as [N, Hk, D] arrays of ``dtype``
     ('float32': the golden model's bits; 'float16' / 'bfloat16': those rounded to nearest
-    even; the name, or a numpy or torch dtype: np.float16, torch.bfloat16), keys in the 'original' basis (rotated back) or the 'rotated' one (as stored);
-    returns (keys, values). CPU arrays run the golden model, CUDA arrays the CUDA kernel
-    (the same bytes) on the current stream."""
+    even; the name, or a numpy or torch dtype: np.float16, torch.bfloat16), keys in the
+    'original' basis (rotated back) or the 'rotated' one (as stored); returns (keys, values).
+    CPU arrays run the golden model, CUDA arrays the CUDA kernel (the same bytes) on the
+    current stream."""
     _check_layout(layout)
     _arrays.require_array("kv_cache", kv_cache)
     _arrays.require_array("slots", slots)

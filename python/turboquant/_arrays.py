@@ -80,7 +80,7 @@ def output_dtype(dtype):
         except TypeError:
             name = None
     if name not in OUTPUT_DTYPES:
-        raise ValueError(f"dtype = {dtype!r} is not one of 'float32', 'float16', 'bfloat16'")
+        raise ValueError(f"dtype = {dtype!r} is not one of {', '.join(map(repr, OUTPUT_DTYPES))}")
     return name
 
 
@@ -98,9 +98,10 @@ def empty(ref, shape, dtype):
     namespace = getattr(ref, "__array_namespace__", None)
     if namespace is not None:
         xp = namespace()
-        if getattr(xp, dtype, None) is None:
+        xp_dtype = getattr(xp, dtype, None)
+        if xp_dtype is None:
             raise TypeError(f"dtype = {dtype!r}: {xp.__name__} has no {dtype}")
-        return xp.empty(shape, dtype=getattr(xp, dtype), device=ref.device)
+        return xp.empty(shape, dtype=xp_dtype, device=ref.device)
     raise TypeError(f"cannot allocate an output next to a {type(ref).__name__}: pass out= explicitly")
 
 

@@ -73,6 +73,30 @@ __device__ __forceinline__ void ldmatrix_x4(const void* row, std::uint32_t& r0, 
                : "r"(smem_addr(row)));
 }
 
+// The inverse of ldmatrix_x4: register i of lane (g, c) = (l / 4, l % 4) goes
+// to (row g, columns 2c, 2c + 1) of matrix i, whose row l % 8 starts at lane
+// l's `row` (l / 8 = i). One instruction for four 4-byte stores per lane
+// (sm_90; elsewhere the four stores, each lane's rows found by shuffles).
+__device__ __forceinline__ void stmatrix_x4(void* row, std::uint32_t r0, std::uint32_t r1, std::uint32_t r2,
+                                            std::uint32_t r3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"
+               :
+               : "r"(smem_addr(row)), "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+#else
+  const int lane = threadIdx.x & 31;
+  const std::uint32_t r[4] = {r0, r1, r2, r3};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    // Row g of matrix i starts at the address of lane 8 i + g.
+    const auto base = reinterpret_cast<std::uintptr_t>(row);
+    const auto start = __shfl_sync(0xffffffffu, base, 8 * i + (lane >> 2));
+    reinterpret_cast<std::uint32_t*>(start)[lane & 3] = r[i];
+  }
+#endif
+}
+
 // Every fp16 half of a fragment squared, and squared plus `acc`'s (round to nearest).
 __device__ __forceinline__ std::uint32_t square_half2(std::uint32_t v) {
   std::uint32_t r;

@@ -59,16 +59,16 @@ constexpr bool wide_maps_are_bijections() {
 // contiguous bytes (n-th 16-byte row: k 0..7), n-adjacent core matrices 128
 // bytes apart, k-adjacent ones a whole column of core matrices apart
 // (kKCoreStrideK, kVCoreStrideK). wgmma reads them through a descriptor
-// (wgmma.cuh); ldmatrix's eight 16-byte rows are one core matrix (no bank
-// conflict), and so are the 32 lanes' 4-byte stores of one fragment register.
+// (wgmma.cuh); ldmatrix's and stmatrix's eight 16-byte rows are one core
+// matrix (no bank conflict).
 //
 // Neither tile is in dim order. K's columns are in the order of the lanes'
-// fragments (wide_key_column), so that a warp's 32 stores of one fragment
-// register fill one core matrix; the query's A fragments follow it. V^T's rows
-// are the lanes' local value dims, row 8 j + g for local dim j of lane group g
-// (wide_value_row), so that the eight lane groups store to eight consecutive
-// rows; the O fragments' columns are these rows, and the epilogue writes them
-// to their dims.
+// fragments (wide_key_column), so that one fragment register of the warp is
+// one core matrix (four of them a stmatrix); the query's A fragments follow
+// it. V^T's rows are the lanes' local value dims, row 8 j + g for local dim
+// j of lane group g (wide_value_row), so that the eight lane groups store to
+// eight consecutive rows; the O fragments' columns are these rows, and the
+// epilogue writes them to their dims.
 template <class T>
 struct WideSmem {
   static constexpr int D = T::kDim;
@@ -130,18 +130,20 @@ __device__ __forceinline__ void wide_dequantize(const Stage& stage, const std::u
   stage.load_keys(st, kw);
   float sq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   uint4 squares;
-  auto key_word = [&](int row, int col) { return reinterpret_cast<std::uint32_t*>(k_tile + S::k_offset(r0 + row, col)); };
+  // A k-step's four fragment registers are four core matrices of K, stored
+  // by one stmatrix: lane l gives row l % 8 of matrix l / 8, whose tokens
+  // are r0 + 8 (l / 16) + l % 8 and columns 16 ks + 8 ((l / 8) % 2) + 0..7
+  // (wide_key_column's p = (l / 8) % 2; the register order below).
+  const int lane = 4 * g + c;
+  __half* const k_row = k_tile + S::k_offset(r0 + 8 * (lane >> 4) + (lane & 7), 8 * ((lane >> 3) & 1));
 #pragma unroll
   for (int ks = 0; ks < T::kKSteps; ++ks) {
     uint4 a;
     key_fragment<T::kKeyBits, T::kLutShift, T::kFp8Format>(kw[0], ks, lut, lut_lane_off, a.x, a.z);
     key_fragment<T::kKeyBits, T::kLutShift, T::kFp8Format>(kw[1], ks, lut, lut_lane_off, a.y, a.w);
-    const int col0 = wide_key_column(c, ks, 0);
-    const int col1 = wide_key_column(c, ks, 1);
-    *key_word(g, col0) = a.x;
-    *key_word(g, col1) = a.z;
-    *key_word(g + 8, col0) = a.y;
-    *key_word(g + 8, col1) = a.w;
+    static_assert(wide_key_column(0, 1, 0) == 16 && wide_key_column(0, 0, 1) == 8, "k-steps of 16, halves of 8");
+    // Rows g and g + 8 of columns 16 ks + 2c (a.x, a.y) and 16 ks + 8 + 2c (a.z, a.w).
+    stmatrix_x4(k_row + S::k_offset(0, 16 * ks), a.x, a.z, a.y, a.w);
     if constexpr (T::kNormFromSquares) add_squares<T>(sq, squares, a, ks);
   }
   float scale0, scale1, zero0, zero1;
@@ -162,12 +164,17 @@ __device__ __forceinline__ void wide_dequantize(const Stage& stage, const std::u
   // themselves (their power of two undone in the conversion's one fma).
   std::uint32_t vw[4][T::kValueWords];
   stage.load_values(st, vw);
-  auto value_word = [&](int row, int tok) { return reinterpret_cast<std::uint32_t*>(v_tile + S::v_offset(row, r0 + tok)); };
+  // Local dims j and j + 1 are four core matrices of V^T (rows 8 j + 0..7 and
+  // 8 (j + 1) + 0..7, tokens r0 + 0..7 and r0 + 8..15), one stmatrix: lane l
+  // gives V^T row 8 (j + l / 16) + l % 8 of tokens r0 + 8 ((l / 8) % 2).
+  static_assert(wide_value_row(0, 1) == 8 && (2 * T::kMTiles) % 2 == 0, "V^T rows of lane group g: 8 j + g");
+  __half* const v_row = v_tile + S::v_offset(8 * (lane >> 4) + (lane & 7), r0 + 8 * ((lane >> 3) & 1));
 #pragma unroll
-  for (int j = 0; j < 2 * T::kMTiles; ++j) {
-    const int dim = wide_value_row(g, j);
-    *value_word(dim, 2 * c) = value_fragment<T::kValueBits, true>(vw[0], vw[1], j);
-    *value_word(dim, 2 * c + 8) = value_fragment<T::kValueBits, true>(vw[2], vw[3], j);
+  for (int j = 0; j < 2 * T::kMTiles; j += 2) {
+    stmatrix_x4(v_row + S::v_offset(8 * j, 0), value_fragment<T::kValueBits, true>(vw[0], vw[1], j),
+                value_fragment<T::kValueBits, true>(vw[2], vw[3], j),
+                value_fragment<T::kValueBits, true>(vw[0], vw[1], j + 1),
+                value_fragment<T::kValueBits, true>(vw[2], vw[3], j + 1));
   }
 }
 

@@ -244,7 +244,6 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
   p.block_size_div = FastDivisor(static_cast<std::uint32_t>(l.block_size));
   p.cache = cache.data;
   p.num_blocks = cache.num_blocks;
-  // Tiles by tensor copies where the format and strides allow (tensor_box.hpp).
   const bool dense_rotation = a.rotation.data != nullptr && !l.format.fp8_keys();
   const int group = a.num_q_heads / l.num_kv_heads;
   int column_tiles = out->fast ? fast_column_tiles(out->has_query_start_loc, group, rows, a.batch, l.format.head_dim,
@@ -252,13 +251,19 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
                                : 1;
   const WidePolicy wide = wide_policy();
   if (column_tiles == kFastWideColumnTiles && wide != WidePolicy::kForce) {
-    const FastWave w = fast_wave(l, true, rows, group, column_tiles, false);  // cp.async only
+    // The cp.async instance's occupancy (the tensor-copy one's: the same two blocks, wide_tiles.cuh).
+    const FastWave w = fast_wave(l, true, rows, group, column_tiles, false);
     const std::int64_t max_seq_tokens = std::int64_t{a.max_blocks_per_seq} * l.block_size;
     if (wide == WidePolicy::kOff || !wide_pays_off(w.units, w.resident, max_seq_tokens)) column_tiles = 2;
   }
-  // The wide kernel stages its tiles with cp.async.
-  if (out->fast && column_tiles != kFastWideColumnTiles && tensor_copy_fits(l) && device_has_tensor_copies() &&
-      tensor_copies_enabled()) {
+  // Tiles by tensor copies: the wide kernel's as its loader policy says
+  // (decode_setup.hpp), the other fast kernels' where they paid (tensor_box.hpp).
+  const WideLoader wide_boxes = wide_loader();
+  const bool boxes = column_tiles == kFastWideColumnTiles
+                         ? wide_tensor_copy_fits(l) && (wide_boxes == WideLoader::kTensor ||
+                                                        (wide_boxes == WideLoader::kAuto && l.aos()))
+                         : tensor_copy_fits(l);
+  if (out->fast && boxes && device_has_tensor_copies() && tensor_copies_enabled()) {
     p.tensor_copy = encode_tensor_maps(l, cache.data, cache.num_blocks, &out->maps);
   }
   p.query_dtype = a.query_dtype;

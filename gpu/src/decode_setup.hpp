@@ -79,6 +79,18 @@ void set_pace_policy(PacePolicy policy);
 bool strict_uniform_shift();
 void set_strict_uniform_shift(bool allowed);
 
+// Which loader the wide kernel takes where wide_tensor_copy_fits
+// (tensor_box.hpp) and TQ_FAST_LOADER allows tensor copies: kAuto takes them
+// for AoS caches (on an H100, 16 x 32768 and 8 x 8192 at q_len 16 and 128,
+// 4bit_nc: 0.93-0.95x cp.async's time) and cp.async for SoA (tensor copies
+// 1.04-1.06x there; PERFORMANCE.md round 26). TQ_WIDE_LOADER=tensor or
+// =cp.async sets the process's policy at its first plan (the benchmarks'
+// A/B); the tests set it with set_wide_loader. Both loaders stage the same
+// bytes, so the decode computes the same bits.
+enum class WideLoader { kAuto, kCpAsync, kTensor };
+WideLoader wide_loader();
+void set_wide_loader(WideLoader loader);
+
 inline int heads_per_block(bool fast, int group) { return fast ? kFastHeadsPerBlock : strict_heads_per_block(group); }
 
 // Whether a decode of this cache in this mode runs the fast kernel.

@@ -48,14 +48,14 @@ int fast_resident_clusters(int cluster) {
 
 // The wide kernel of T's format (wide_decode.cuh): grid (splits, Hk, row blocks).
 template <class T>
-cudaError_t launch_wide(const DecodeParams& p, cudaStream_t stream) {
+cudaError_t launch_wide(const DecodeParams& p, const FastTensorMaps& maps, cudaStream_t stream) {
   using W = WithWarps<T, kWideWarps>;
   static PerDeviceInt attr_cache;
-  const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, wide_decode_kernel<W>, WideSmem<W>::kBytes);
+  const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, wide_decode_kernel<W>, WideSmem<W>::kLaunchBytes);
   if (attr != cudaSuccess) return attr;
   const auto row_blocks = fast_row_blocks(true, p.rows, p.batch, p.fast_rows_per_block);
   const dim3 grid(p.plan_splits, p.layout.num_kv_heads, static_cast<unsigned>(row_blocks));
-  wide_decode_kernel<W><<<grid, 32 * kWideWarps, WideSmem<W>::kBytes, stream>>>(p);
+  wide_decode_kernel<W><<<grid, 32 * kWideWarps, WideSmem<W>::kLaunchBytes, stream>>>(maps, p);
   return cudaGetLastError();
 }
 
@@ -63,7 +63,8 @@ template <class T>
 int wide_occupancy() {
   using W = WithWarps<T, kWideWarps>;
   static PerDeviceInt attr_cache, blocks_cache;
-  return cached_occupancy(attr_cache, blocks_cache, wide_decode_kernel<W>, 32 * kWideWarps, WideSmem<W>::kBytes);
+  return cached_occupancy(attr_cache, blocks_cache, wide_decode_kernel<W>, 32 * kWideWarps,
+                          WideSmem<W>::kLaunchBytes);
 }
 
 // f(traits) of the two-column-tile instance of T's format for `warps` per
@@ -73,22 +74,33 @@ decltype(auto) with_two_tile_instance(int warps, F&& f) {
   return warps == kFastDeepWarps ? f(WithColumnTiles<T, 2, kFastDeepWarps>{}) : f(WithColumnTiles<T, 2>{});
 }
 
+// Whether T has the instances of fewer column tiles than the wide kernel's:
+// tensor-copy traits have them only for the formats those kernels copy by
+// boxes (tensor_copy_format); the wide kernel takes boxes for every boxable
+// format (decode_plan.cpp).
+template <class T>
+inline constexpr bool kFastNarrowInstances = !T::kTensorCopy || T::kTensorCopyFits;
+
 // Multi-token rows and windows take the kRows instance (sinks only change the
 // merge), with p.fast_column_tiles column tiles (fast_plan.hpp); eight take
 // the wide kernel.
 template <class T>
 cudaError_t launch_fast(const DecodeParams& p, const FastTensorMaps& maps, cudaStream_t stream) {
-  if constexpr (fast_has_two_column_tiles(T::kDim) && !T::kTensorCopy) {
-    if (p.fast_column_tiles == kFastWideColumnTiles) return launch_wide<T>(p, stream);
-  }
   if constexpr (fast_has_two_column_tiles(T::kDim)) {
-    if (p.fast_column_tiles == 2) {
-      return with_two_tile_instance<T>(
-          p.fast_warps, [&](auto two) { return launch_fast_instance<decltype(two), true>(p, maps, stream); });
-    }
+    if (p.fast_column_tiles == kFastWideColumnTiles) return launch_wide<T>(p, maps, stream);
   }
-  const bool rows = fast_rows_kernel(p.query_start_loc != nullptr, p.sliding_window);
-  return rows ? launch_fast_instance<T, true>(p, maps, stream) : launch_fast_instance<T, false>(p, maps, stream);
+  if constexpr (!kFastNarrowInstances<T>) {
+    return cudaErrorInvalidValue;  // a plan never asks for one (tensor_copy_fits)
+  } else {
+    if constexpr (fast_has_two_column_tiles(T::kDim)) {
+      if (p.fast_column_tiles == 2) {
+        return with_two_tile_instance<T>(
+            p.fast_warps, [&](auto two) { return launch_fast_instance<decltype(two), true>(p, maps, stream); });
+      }
+    }
+    const bool rows = fast_rows_kernel(p.query_start_loc != nullptr, p.sliding_window);
+    return rows ? launch_fast_instance<T, true>(p, maps, stream) : launch_fast_instance<T, false>(p, maps, stream);
+  }
 }
 
 // Resident blocks per SM of one instance on the current device (cached per
@@ -102,8 +114,9 @@ int fast_occupancy() {
 }
 
 // f(FastTraits<...>{}) for the format's instance (kUnsupported for bits
-// without one); with tensor_copy (tensor_copy_fits): the tensor-copy
-// instance, which only the generated fast_kernels_tc_d<D>.cu instantiates
+// without one); with tensor_copy (the plan's tensor_copy_fits, or
+// wide_tensor_copy_fits for the wide kernel): the tensor-copy instance, which
+// only the generated fast_kernels_tc_d<D>.cu instantiates
 // (kTensorCopyInstances there, false elsewhere: the other files stay lean).
 template <int D, bool kTensorCopyInstances, class F>
 Status dispatch_fast(const core::Format& f, bool tensor_copy, const char* what, F&& fn) {
@@ -119,7 +132,7 @@ Status dispatch_fast(const core::Format& f, bool tensor_copy, const char* what, 
         }
         return fn(FastTraits<D, KB, VB, L, core::Fp8Format::kE4m3, TC>{});
       };
-      if constexpr (kTensorCopyInstances && FastTraits<D, KB, VB, L>::kTensorCopyFits) {
+      if constexpr (kTensorCopyInstances && FastTraits<D, KB, VB, L>::kTensorCopyBoxable) {
         if (tensor_copy) return with_fp8(std::true_type{});
       }
       if constexpr (kTensorCopyInstances) {
@@ -151,19 +164,21 @@ int fast_decode_occupancy_dim(const core::Format& f, int column_tiles, int warps
   (void)dispatch_fast<D, kTensorCopyInstances>(f, kTensorCopyInstances, "fast decode", [&](auto traits) {
     using T = decltype(traits);
     if (cluster > 1 && column_tiles != 1) return Status();  // never paced (pace_cluster_for): 0
-    if constexpr (fast_has_two_column_tiles(D) && !T::kTensorCopy) {
+    if constexpr (fast_has_two_column_tiles(D)) {
       if (column_tiles == kFastWideColumnTiles) {
         blocks = wide_occupancy<T>();
         return Status();
       }
     }
-    if constexpr (fast_has_two_column_tiles(D)) {
-      if (column_tiles == 2) {
-        blocks = with_two_tile_instance<T>(warps, [](auto two) { return fast_occupancy<decltype(two)>(); });
-        return Status();
+    if constexpr (kFastNarrowInstances<T>) {
+      if constexpr (fast_has_two_column_tiles(D)) {
+        if (column_tiles == 2) {
+          blocks = with_two_tile_instance<T>(warps, [](auto two) { return fast_occupancy<decltype(two)>(); });
+          return Status();
+        }
       }
+      blocks = cluster > 1 ? cluster * fast_resident_clusters<T, false>(cluster) : fast_occupancy<T>();
     }
-    blocks = cluster > 1 ? cluster * fast_resident_clusters<T, false>(cluster) : fast_occupancy<T>();
     return Status();
   });
   return blocks;

@@ -75,7 +75,8 @@ struct FastTraits {
   // The bytes of a tile's copies; tensor copies need stages 128-byte aligned.
   static constexpr int kTileBytes = kTile * kRowBytes + (kAos ? 0 : kMetaFields * kMetaStageBytes);
   static constexpr int kStageBytes = TC ? (kTileBytes + 127) / 128 * 128 : kTileBytes;
-  static constexpr bool kTensorCopyFits = tensor_copy_format(kFormat);
+  static constexpr bool kTensorCopyFits = tensor_copy_format(kFormat);       // every fast kernel's choice
+  static constexpr bool kTensorCopyBoxable = tensor_copy_boxable(kFormat);  // the wide kernel's
   static constexpr int kCopyUnit = gcd_int(kRecordBytes, 16);
   static constexpr int kKeyChunk = kKeyBytes / 4;    // bytes per lane (D/4 dims)
   static constexpr int kValueChunk = kValueBytes / 8;  // bytes per lane (D/8 dims)
@@ -129,7 +130,7 @@ struct FastTraits {
   static constexpr int kPrepOffset = kWorkBytes + kLutBytes;
   static constexpr int kSmemBytes = kWorkBytes + kLutBytes + kPrepBytes;
   static_assert(kAos || kRecordBytes % 4 == 0, "SoA records must allow 4-byte copies");
-  static_assert(!TC || (kTensorCopyFits && kStageBytes % 128 == 0), "tensor-copy stages");
+  static_assert(!TC || (kTensorCopyBoxable && kStageBytes % 128 == 0), "tensor-copy stages");
   static_assert(D % 64 == 0, "D/4 dims per lane must hold whole 3-bit groups and whole words");
   static_assert(NT == 1 || (NT == 2 && D <= 128), "two column tiles only up to D 128 (registers)");
   static_assert(!kKeyWordsInterleaved || kKeyChunk % 4 == 0, "interleaved key words");
@@ -140,9 +141,9 @@ struct FastTraits {
 template <class T, int NT, int W = 0>
 using WithColumnTiles =
     FastTraits<T::kDim, T::kKeyBits, T::kValueBits, T::kLayout, T::kFp8Format, T::kTensorCopy, NT, W>;
-// T's format with the cp.async loader, one column tile and W warps.
+// T's format and loader with one column tile and W warps.
 template <class T, int W>
-using WithWarps = FastTraits<T::kDim, T::kKeyBits, T::kValueBits, T::kLayout, T::kFp8Format, false, 1, W>;
+using WithWarps = FastTraits<T::kDim, T::kKeyBits, T::kValueBits, T::kLayout, T::kFp8Format, T::kTensorCopy, 1, W>;
 
 // The power of two the value codes of local dim j carry in their A fragment
 // (value_fragment leaves them at their bit position); undone in the epilogue.

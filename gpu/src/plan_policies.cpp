@@ -1,8 +1,9 @@
 // The process-wide plan policies the benchmarks switch by environment
 // variable and the tests by their setters (decode_setup.hpp): the wide
 // multi-token kernel's (TQ_FAST_WIDE) and the AoS head pacing's
-// (TQ_FAST_CLUSTER, TQ_FAST_PACE, TQ_FAST_CLUSTER_FORCE) and the strict AoS
-// decode's uniform row shift (TQ_STRICT_SHIFT). Each value is read
+// (TQ_FAST_CLUSTER, TQ_FAST_PACE, TQ_FAST_CLUSTER_FORCE), the strict AoS
+// decode's uniform row shift (TQ_STRICT_SHIFT) and the wide kernel's loader
+// (TQ_WIDE_LOADER). Each value is read
 // from the environment at its first use, then kept (lock-free: two threads
 // racing on the first use read the same value).
 #include <algorithm>
@@ -21,6 +22,7 @@ std::atomic<int> g_max_cluster{-1};
 std::atomic<int> g_pace_tiles{-1};
 std::atomic<int> g_force_cluster{-1};
 std::atomic<int> g_strict_uniform_shift{-1};
+std::atomic<int> g_wide_loader{-1};
 
 // slot's value, from_environment() on the first call.
 template <class F>
@@ -54,6 +56,13 @@ bool strict_uniform_shift_from_environment() {
   return v == nullptr || std::strcmp(v, "per-row") != 0;
 }
 
+WideLoader wide_loader_from_environment() {
+  const char* v = std::getenv("TQ_WIDE_LOADER");
+  if (v != nullptr && std::strcmp(v, "tensor") == 0) return WideLoader::kTensor;
+  if (v != nullptr && std::strcmp(v, "cp.async") == 0) return WideLoader::kCpAsync;
+  return WideLoader::kAuto;
+}
+
 }  // namespace
 
 WidePolicy wide_policy() {
@@ -81,5 +90,12 @@ bool strict_uniform_shift() {
 }
 
 void set_strict_uniform_shift(bool allowed) { g_strict_uniform_shift.store(allowed ? 1 : 0, std::memory_order_relaxed); }
+
+WideLoader wide_loader() {
+  return static_cast<WideLoader>(
+      load_once(g_wide_loader, [] { return static_cast<int>(wide_loader_from_environment()); }));
+}
+
+void set_wide_loader(WideLoader loader) { g_wide_loader.store(static_cast<int>(loader), std::memory_order_relaxed); }
 
 }  // namespace turboquant::cuda::detail

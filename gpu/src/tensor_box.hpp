@@ -48,23 +48,35 @@ TQ_HD constexpr int stage_row_bytes(const core::Format& f) {
 inline constexpr int kMaxBoxBytes = 256;     // the Tensor Memory Accelerator's box limit per dimension
 inline constexpr int kMetaBoxBytes = 32;     // SoA: one field of a 16-token tile (fp16)
 
-// Whether the fast decode of this format takes tensor copies where the strides
-// allow: a row fits in a box (SoA: records of a multiple of 16 bytes, so that
-// every head's record starts aligned), and the copies paid on the H200 (round
+// Whether boxes can carry this format's tiles: a staged row fits in a box
+// (SoA: records of a multiple of 16 bytes, so that every head's record starts
+// aligned).
+TQ_HD constexpr bool tensor_copy_boxable(const core::Format& f) {
+  return stage_row_bytes(f) <= kMaxBoxBytes && (f.aos() || f.record_bytes() % 16 == 0);
+}
+// Whether the single-token and two-tile fast kernels of this format take
+// tensor copies where the strides allow: the copies paid on the H200 (round
 // 12, D 128, tensor copies / cp.async at 16 x 32768 and 32 x 8192, the same
 // binary): AoS 4bit_nc 0.93, k3v4_nc 0.95-0.96; SoA k3v4_nc 0.97. They did not
 // pay elsewhere: 3bit_nc 1.00-1.01 in both layouts, SoA 4bit_nc 1.00 (1.025 at
 // 1 x 4096), k8v4 1.03-1.14 in both layouts (the kernels of 3-bit and FP8 keys
-// run 4 warps per block, 4-bit keys 8).
+// run 4 warps per block, 4-bit keys 8). The wide multi-token kernel takes
+// them for every boxable format (wide_tensor_copy_fits).
 TQ_HD constexpr bool tensor_copy_format(const core::Format& f) {
-  if (stage_row_bytes(f) > kMaxBoxBytes || f.fp8_keys() || f.value_bits != 4) return false;
-  return f.aos() || (f.key_bits == 3 && f.record_bytes() % 16 == 0);
+  if (!tensor_copy_boxable(f) || f.fp8_keys() || f.value_bits != 4) return false;
+  return f.aos() || f.key_bits == 3;
 }
-// ... and the strides of this layout are multiples of 16 (AoS: num_kv_heads
-// x slot bytes, e.g. 8 heads of 134-byte slots; SoA: any head count).
-TQ_HD constexpr bool tensor_copy_fits(const core::BlockLayout& l) {
-  return tensor_copy_format(l.format) && l.token_stride() % 16 == 0 && l.token_stride() <= (std::int64_t{1} << 32) &&
+// The strides of this layout are multiples of 16 (AoS: num_kv_heads x slot
+// bytes, e.g. 8 heads of 134-byte slots; SoA: any head count).
+TQ_HD constexpr bool tensor_copy_strides(const core::BlockLayout& l) {
+  return l.token_stride() % 16 == 0 && l.token_stride() <= (std::int64_t{1} << 32) &&
          (l.aos() || (2 * l.block_size) % 16 == 0);
+}
+TQ_HD constexpr bool tensor_copy_fits(const core::BlockLayout& l) {
+  return tensor_copy_format(l.format) && tensor_copy_strides(l);
+}
+TQ_HD constexpr bool wide_tensor_copy_fits(const core::BlockLayout& l) {
+  return tensor_copy_boxable(l.format) && tensor_copy_strides(l);
 }
 
 // The canonical shapes, frozen (D 128): 134-byte AoS slots cover at most 10
@@ -77,6 +89,8 @@ static_assert(tensor_copy_fits(core::BlockLayout{kAos4, 16, 8}) && !tensor_copy_
 static_assert(stage_row_bytes(kSoaK3v4) == 112 && tensor_copy_fits(core::BlockLayout{kSoaK3v4, 16, 8}));
 static_assert(!tensor_copy_format(core::preset_format(core::Preset::k4BitNc, 128)));
 static_assert(!tensor_copy_format(core::preset_format(core::Preset::kK8V4, 128, core::LayoutKind::kAoS)));
+static_assert(wide_tensor_copy_fits(core::BlockLayout{core::preset_format(core::Preset::k4BitNc, 128), 16, 8}));
+static_assert(wide_tensor_copy_fits(core::BlockLayout{core::preset_format(core::Preset::kK8V4, 128), 16, 8}));
 }  // namespace tensor_box_checks
 
 }  // namespace turboquant::cuda::detail

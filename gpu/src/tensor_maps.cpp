@@ -52,7 +52,7 @@ bool tensor_copies_enabled() {
 }
 
 bool encode_tensor_maps(const core::BlockLayout& l, const void* cache, std::int64_t num_blocks, FastTensorMaps* maps) {
-  if (!tensor_copy_fits(l) || num_blocks <= 0 || num_blocks > (std::int64_t{1} << 32) ||
+  if (!wide_tensor_copy_fits(l) || num_blocks <= 0 || num_blocks > (std::int64_t{1} << 32) ||
       reinterpret_cast<std::uintptr_t>(cache) % 16 != 0) {
     return false;
   }

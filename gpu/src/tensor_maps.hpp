@@ -18,7 +18,7 @@ struct FastTensorMaps {
   CUtensorMap meta;   // SoA: the metadata fields, kMetaBoxBytes x meta_fields x 1 block; AoS: unused
 };
 
-// The maps of `cache` (num_blocks blocks of layout l, tensor_copy_fits(l),
+// The maps of `cache` (num_blocks blocks of layout l, wide_tensor_copy_fits(l),
 // 16-byte aligned); false when the driver offers no encoder or refuses (the
 // caller then keeps the cp.async loader).
 bool encode_tensor_maps(const core::BlockLayout& l, const void* cache, std::int64_t num_blocks, FastTensorMaps* maps);

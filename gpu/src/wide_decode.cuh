@@ -17,10 +17,11 @@
 //               (registers, from S's accumulators), B: V^T [dim][token], exact
 //               integer codes; the zero points add sum(p * zero) per column.
 // Four warps; a step covers 64 tokens, one 16-token tile per warp, each warp
-// streaming its tiles through the fast kernel's cp.async pipeline
-// (FastTileLoader with four warps: tile i goes to warp i % 4) and dequantizing
-// it with the fast kernel's stage readers and fragments into the step's
-// shared-memory tiles (wide_tiles.cuh). Two barriers per step: the tile is written, then read.
+// streaming its tiles through the fast kernel's pipeline (tile i goes to warp
+// i % 4; tensor copies, FastTensorLoader, or cp.async, FastTileLoader, as
+// decode_setup.hpp's WideLoader says) and dequantizing it with
+// the fast kernel's stage readers and fragments into the step's shared-memory
+// tiles (wide_tiles.cuh). Two barriers per step: the tile is written, then read.
 // With wgmma and two V^T tiles (WideSmem::kValueBuffers) a step's O product
 // runs while the warps write the next step's tiles; the next S product waits
 // for it.
@@ -29,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "fast_columns.cuh"
 #include "fast_loader.cuh"
@@ -229,12 +231,18 @@ __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::u
 #endif
 }
 
+// maps: the tensor maps of T::kTensorCopy's copies (unused otherwise; a
+// __grid_constant__, as fast_decode_kernel's).
 template <class T>
 __global__ void __launch_bounds__(32 * kWideWarps, 2)
-    wide_decode_kernel(DecodeParams p) {
+    wide_decode_kernel(const __grid_constant__ FastTensorMaps maps, DecodeParams p) {
   using S = WideSmem<T>;
   constexpr int D = T::kDim;
-  extern __shared__ __align__(128) std::uint8_t smem[];
+  extern __shared__ __align__(16) std::uint8_t wide_smem[];
+  // Tensor copies write 128-byte aligned stages: the start rounded up (the
+  // launch's kAlignSlack).
+  std::uint8_t* const smem =
+      T::kTensorCopy ? wide_smem + (T::kWorkAlign - smem_addr(wide_smem) % T::kWorkAlign) % T::kWorkAlign : wide_smem;
   __half* k_tile = reinterpret_cast<__half*>(smem + S::kKOffset);
   __half* const v_tiles = reinterpret_cast<__half*>(smem + S::kVOffset);
   float* meta = reinterpret_cast<float*>(smem + S::kMetaOffset);
@@ -257,7 +265,15 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
   const int my_tiles = num_tiles > warp ? (num_tiles - warp + kWideWarps - 1) / kWideWarps : 0;
   const int steps = (num_tiles + kWideWarps - 1) / kWideWarps;
   std::uint8_t* const stages = smem + warp * T::kStages * T::kStageBytes;
-  FastTileLoader<T> loader(p, block_row, range, kv_head, warp, lane, my_tiles);
+  using Loader = std::conditional_t<T::kTensorCopy, FastTensorLoader<T>, FastTileLoader<T>>;
+  Loader loader = [&] {
+    if constexpr (T::kTensorCopy) {
+      auto* bars = reinterpret_cast<std::uint64_t*>(smem + S::kBarOffset) + warp * T::kStages;
+      return Loader(p, &maps, block_row, range, kv_head, warp, lane, my_tiles, bars);
+    } else {
+      return Loader(p, block_row, range, kv_head, warp, lane, my_tiles);
+    }
+  }();
   std::uint8_t* issue_stage = issue_first_stages<T>(loader, stages, my_tiles);
 
   if constexpr (!T::kFp8) build_pair_table<T>(p, lut, centroid_half, tid);

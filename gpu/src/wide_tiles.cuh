@@ -48,8 +48,9 @@ constexpr bool wide_maps_are_bijections() {
 }
 
 // Shared memory of a wide block: the warps' pipeline stages, the step's K
-// [64 tokens][D] and one or two V^T [D][64 tokens] fp16 tiles (kValueBuffers), the step's per-token key
-// norm, value scale and zero, and the pair table. The prepared query
+// [64 tokens][D] and one or two V^T [D][64 tokens] fp16 tiles (kValueBuffers),
+// the step's per-token key norm, value scale and zero, the pair table, and
+// with tensor copies the stage barriers. The prepared query
 // (kWideColumns x D floats) lives in the tile region before the loop, the
 // block's O (kWideColumns x kOPitch floats) after it.
 //
@@ -95,10 +96,14 @@ struct WideSmem {
   static constexpr int kKOffset = (kPipeBytes + 127) / 128 * 128;
   static constexpr int kVOffset = kKOffset + kTileBytes;
   // The bytes of a block with `buffers` V^T tiles.
+  // Tensor copies (T::kTensorCopy): the warps' stage barriers after the pair
+  // table, and the launch's slack for rounding the start up to 128 bytes.
+  static constexpr int kBarBytes = T::kTensorCopy ? kWideWarps * T::kStages * 8 : 0;
+  static constexpr int kAlignSlack = T::kWorkAlign - 16;
   static constexpr int bytes_with(int buffers) {
     const int region = (1 + buffers) * kTileBytes > kWideColumns * kOPitch * 4 ? (1 + buffers) * kTileBytes
                                                                                 : kWideColumns * kOPitch * 4;
-    return kKOffset + (region + 127) / 128 * 128 + kMetaBytes + T::kLutBytes;
+    return kKOffset + (region + 127) / 128 * 128 + kMetaBytes + T::kLutBytes + kBarBytes + kAlignSlack;
   }
   // Two V^T tiles where two blocks still fit an SM (kBlockBudget), so that a
   // step's O product reads one while the next step's tile is written to the
@@ -106,12 +111,16 @@ struct WideSmem {
   // larger stages).
   static constexpr int kBlockBudget = 227 * 1024 / 2 - 1024 - 128;  // two blocks, their reserved 1 KB and static 64 B
   static constexpr int kValueBuffers = bytes_with(2) <= kBlockBudget ? 2 : 1;
-  static constexpr int kRegionBytes = bytes_with(kValueBuffers) - kKOffset - kMetaBytes - T::kLutBytes;
+  static constexpr int kRegionBytes =
+      bytes_with(kValueBuffers) - kKOffset - kMetaBytes - T::kLutBytes - kBarBytes - kAlignSlack;
   static constexpr int kMetaOffset = kKOffset + kRegionBytes;
   static constexpr int kLutOffset = kMetaOffset + kMetaBytes;
-  static constexpr int kBytes = kLutOffset + T::kLutBytes;
+  static constexpr int kBarOffset = kLutOffset + T::kLutBytes;
+  static constexpr int kBytes = kBarOffset + kBarBytes;       // from the (aligned) start
+  static constexpr int kLaunchBytes = kBytes + kAlignSlack;  // dynamic shared memory of a launch
   static_assert(kWideColumns * D * 4 <= kMetaOffset - kKOffset, "the prepared query fits the tile region");
   static_assert(kMetaOffset % 16 == 0, "16-byte loads of the (scale, zero) pairs");
+  static_assert(kBarOffset % 8 == 0, "8-byte barriers");
   static_assert(T::kWarps == kWideWarps, "four warps");
   static_assert(wide_maps_are_bijections<T>(), "K columns and V^T rows hold every dim once");
   static_assert(D <= 128, "the O fragments of D 256 would take 128 registers");

@@ -17,6 +17,7 @@
 #include "decode_setup.hpp"
 #include "fast_plan.hpp"
 #include "gpu_test_support.hpp"
+#include "tensor_box.hpp"
 
 namespace turboquant::cuda::detail {
 // gpu/src/launch.hpp (internal; it includes a generated header): the current
@@ -245,6 +246,60 @@ TEST(GpuMultiToken, WideColumnsWithRowsAcrossTheWarps) {
       expect_both_modes(m, 32);
     }
   }
+}
+
+// The wide kernel's loader for the test's scope (decode_setup.hpp).
+class WideLoaderScope {
+ public:
+  explicit WideLoaderScope(cuda::detail::WideLoader loader) : before_(cuda::detail::wide_loader()) {
+    cuda::detail::set_wide_loader(loader);
+  }
+  ~WideLoaderScope() { cuda::detail::set_wide_loader(before_); }
+  WideLoaderScope(const WideLoaderScope&) = delete;
+  WideLoaderScope& operator=(const WideLoaderScope&) = delete;
+
+ private:
+  cuda::detail::WideLoader before_;
+};
+
+// The wide kernel's two loaders stage the same bytes, so tensor copies and
+// cp.async give the same bits: every preset in both layouts at D 128 with 8
+// KV heads (AoS token strides of whole 16-byte units: every layout takes
+// boxes), GQA 4, a window and sinks; and both within the fast bound.
+TEST(GpuMultiToken, WideLoadersGiveTheSameBits) {
+  TQ_REQUIRE_DEVICE();
+  const ForceWideKernel force;
+  int boxed = 0;
+  for (const Preset preset : kAllPresets) {
+    for (const LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
+      testing::MultiSpec spec;
+      spec.base.format = preset_format(preset, 128, layout);
+      spec.base.num_kv_heads = 8;
+      spec.base.group = 4;
+      spec.base.block_size = 16;
+      spec.base.seq_lens = {150, 37};
+      spec.base.seed = 77;
+      spec.q_lens = {16, 5};
+      spec.window = 120;
+      spec.sinks = testing::sink_values(spec.base.num_kv_heads * spec.base.group, 5);
+      SCOPED_TRACE(spec.name());
+      const MultiProblem m = make_multi_problem(spec);
+      ASSERT_EQ(column_tiles_of(m), cuda::detail::kFastWideColumnTiles);
+      boxed += cuda::detail::wide_tensor_copy_fits(m.p.layout);
+      std::vector<float> out[2], lse[2];
+      for (const bool boxes : {false, true}) {
+        const WideLoaderScope loader(boxes ? cuda::detail::WideLoader::kTensor : cuda::detail::WideLoader::kCpAsync);
+        const Status st = cuda::decode_from_host(m.p.view(), m.args(out[boxes], lse[boxes], 32), cuda::CudaMode::kFast);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+      }
+      EXPECT_TRUE(same_bits(out[0], out[1]));
+      EXPECT_TRUE(same_bits(lse[0], lse[1]));
+      std::vector<float> want, want_lse;
+      ASSERT_TRUE(decode_reference(m.p.view(), m.args(want, want_lse, 32)).ok());
+      expect_fast_close(out[1], lse[1], want, want_lse, 128);
+    }
+  }
+  EXPECT_EQ(boxed, 8);
 }
 
 // Two sequences of 3 and 2 query rows, for the shape-only tests below.

@@ -258,11 +258,8 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
   }
   // Tiles by tensor copies: the wide kernel's as its loader policy says
   // (decode_setup.hpp), the other fast kernels' where they paid (tensor_box.hpp).
-  const WideLoader wide_boxes = wide_loader();
-  const bool boxes = column_tiles == kFastWideColumnTiles
-                         ? wide_tensor_copy_fits(l) && (wide_boxes == WideLoader::kTensor ||
-                                                        (wide_boxes == WideLoader::kAuto && l.aos()))
-                         : tensor_copy_fits(l);
+  const bool boxes =
+      column_tiles == kFastWideColumnTiles ? wide_takes_tensor_copies(l, wide_loader()) : tensor_copy_fits(l);
   if (out->fast && boxes && device_has_tensor_copies() && tensor_copies_enabled()) {
     p.tensor_copy = encode_tensor_maps(l, cache.data, cache.num_blocks, &out->maps);
   }

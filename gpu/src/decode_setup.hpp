@@ -11,6 +11,7 @@
 
 #include "fast_plan.hpp"
 #include "params.hpp"
+#include "tensor_box.hpp"
 #include "tensor_maps.hpp"
 #include "turboquant/core/partial_layout.hpp"
 #include "turboquant/cuda.hpp"
@@ -90,6 +91,11 @@ void set_strict_uniform_shift(bool allowed);
 enum class WideLoader { kAuto, kCpAsync, kTensor };
 WideLoader wide_loader();
 void set_wide_loader(WideLoader loader);
+// Whether the wide kernel of layout l takes tensor copies under `loader` (the
+// device and TQ_FAST_LOADER permitting).
+inline bool wide_takes_tensor_copies(const core::BlockLayout& l, WideLoader loader) {
+  return wide_tensor_copy_fits(l) && (loader == WideLoader::kTensor || (loader == WideLoader::kAuto && l.aos()));
+}
 
 inline int heads_per_block(bool fast, int group) { return fast ? kFastHeadsPerBlock : strict_heads_per_block(group); }
 

@@ -178,4 +178,24 @@ TEST(GpuPlan, CentroidScaleBringsTheCodebooksNearFp16) {
   EXPECT_LT(worst(with_zero, s), 0x1p-13);
 }
 
+// The wide kernel's loader rule (decode_setup.hpp), host only: by default
+// tensor copies for AoS layouts whose strides allow them, cp.async for SoA;
+// either loader when forced, where the strides allow tensor copies.
+TEST(GpuPlan, WideLoaderRule) {
+  using cuda::detail::WideLoader;
+  using cuda::detail::wide_takes_tensor_copies;
+  for (const Preset preset : kAllPresets) {
+    SCOPED_TRACE(preset_name(preset));
+    const core::BlockLayout aos8{preset_format(preset, 128, LayoutKind::kAoS), 16, 8};
+    const core::BlockLayout soa8{preset_format(preset, 128, LayoutKind::kSoA), 16, 8};
+    EXPECT_TRUE(wide_takes_tensor_copies(aos8, WideLoader::kAuto));
+    EXPECT_FALSE(wide_takes_tensor_copies(soa8, WideLoader::kAuto));
+    EXPECT_TRUE(wide_takes_tensor_copies(soa8, WideLoader::kTensor));
+    EXPECT_FALSE(wide_takes_tensor_copies(aos8, WideLoader::kCpAsync));
+    // 2 KV heads of AoS slots of 4k + 2 bytes: a token stride off the 16-byte grid.
+    const core::BlockLayout aos2{preset_format(preset, 128, LayoutKind::kAoS), 16, 2};
+    EXPECT_EQ(wide_takes_tensor_copies(aos2, WideLoader::kTensor), aos2.token_stride() % 16 == 0);
+  }
+}
+
 }  // namespace

@@ -194,4 +194,20 @@ inline std::string describe(const DecodeProblem& p) {
   return buf;
 }
 
+// Sets a process-wide plan policy (decode_setup.hpp's getters and setters) for
+// a scope and puts the previous value back on the way out, also when an
+// assertion returns early.
+template <class V>
+class PolicyScope {
+ public:
+  PolicyScope(V (*get)(), void (*set)(V), V value) : set_(set), before_(get()) { set_(value); }
+  ~PolicyScope() { set_(before_); }
+  PolicyScope(const PolicyScope&) = delete;
+  PolicyScope& operator=(const PolicyScope&) = delete;
+
+ private:
+  void (*set_)(V);
+  V before_;
+};
+
 }  // namespace tq_gpu_test

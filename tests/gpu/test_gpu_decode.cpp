@@ -193,17 +193,9 @@ TEST_F(GpuDecode, AosLargeGridStrictBitExact) {
 
 // The process's strict row-shift policy for a scope (restored on the way out,
 // also when an assertion returns early).
-class StrictShiftScope {
- public:
-  explicit StrictShiftScope(bool uniform_allowed) : before_(cuda::detail::strict_uniform_shift()) {
-    cuda::detail::set_strict_uniform_shift(uniform_allowed);
-  }
-  ~StrictShiftScope() { cuda::detail::set_strict_uniform_shift(before_); }
-  StrictShiftScope(const StrictShiftScope&) = delete;
-  StrictShiftScope& operator=(const StrictShiftScope&) = delete;
-
- private:
-  bool before_;
+struct StrictShiftScope : tq_gpu_test::PolicyScope<bool> {
+  explicit StrictShiftScope(bool uniform_allowed)
+      : PolicyScope(cuda::detail::strict_uniform_shift, cuda::detail::set_strict_uniform_shift, uniform_allowed) {}
 };
 
 // The strict kernels read the shift of every staged AoS row from its metadata,

@@ -113,17 +113,9 @@ TEST_F(GpuFastAos, E4b15KeysRunFast) {
 }
 
 // Sets the AoS head pacing (cluster_pace.cuh) for a scope.
-class PaceScope {
- public:
-  explicit PaceScope(cuda::detail::PacePolicy policy) : before_(cuda::detail::pace_policy()) {
-    cuda::detail::set_pace_policy(policy);
-  }
-  ~PaceScope() { cuda::detail::set_pace_policy(before_); }
-  PaceScope(const PaceScope&) = delete;
-  PaceScope& operator=(const PaceScope&) = delete;
-
- private:
-  cuda::detail::PacePolicy before_;
+struct PaceScope : tq_gpu_test::PolicyScope<cuda::detail::PacePolicy> {
+  explicit PaceScope(cuda::detail::PacePolicy policy)
+      : PolicyScope(cuda::detail::pace_policy, cuda::detail::set_pace_policy, policy) {}
 };
 
 bool device_has_clusters() {

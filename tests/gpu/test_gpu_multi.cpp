@@ -84,15 +84,9 @@ void expect_both_modes(const MultiProblem& m, int splits) {
 
 // The wide kernel wherever fast_column_tiles picks it: the tests' problems
 // are far shorter than the plan's rule (wide_pays_off) gives it.
-class ForceWideKernel {
- public:
-  ForceWideKernel() : before_(cuda::detail::wide_policy()) { cuda::detail::set_wide_policy(cuda::detail::WidePolicy::kForce); }
-  ~ForceWideKernel() { cuda::detail::set_wide_policy(before_); }
-  ForceWideKernel(const ForceWideKernel&) = delete;
-  ForceWideKernel& operator=(const ForceWideKernel&) = delete;
-
- private:
-  cuda::detail::WidePolicy before_;
+struct ForceWideKernel : tq_gpu_test::PolicyScope<cuda::detail::WidePolicy> {
+  ForceWideKernel()
+      : PolicyScope(cuda::detail::wide_policy, cuda::detail::set_wide_policy, cuda::detail::WidePolicy::kForce) {}
 };
 
 class GpuMultiTokenGrid : public ::testing::TestWithParam<int> {};
@@ -249,17 +243,9 @@ TEST(GpuMultiToken, WideColumnsWithRowsAcrossTheWarps) {
 }
 
 // The wide kernel's loader for the test's scope (decode_setup.hpp).
-class WideLoaderScope {
- public:
-  explicit WideLoaderScope(cuda::detail::WideLoader loader) : before_(cuda::detail::wide_loader()) {
-    cuda::detail::set_wide_loader(loader);
-  }
-  ~WideLoaderScope() { cuda::detail::set_wide_loader(before_); }
-  WideLoaderScope(const WideLoaderScope&) = delete;
-  WideLoaderScope& operator=(const WideLoaderScope&) = delete;
-
- private:
-  cuda::detail::WideLoader before_;
+struct WideLoaderScope : tq_gpu_test::PolicyScope<cuda::detail::WideLoader> {
+  explicit WideLoaderScope(cuda::detail::WideLoader loader)
+      : PolicyScope(cuda::detail::wide_loader, cuda::detail::set_wide_loader, loader) {}
 };
 
 // The wide kernel's two loaders stage the same bytes, so tensor copies and

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # One full device session: build, tests, benchmarks, sanitizers; logs to $OUT.
 #   bash bench/gpu/run_h200.sh [steps]   steps: comma list of
-#   build,test,ctest,pytest,bench,multi,dequantize,cpu,compare,envab,ncudeq,wide,loader,ncuwide,ncusrc,ncustrict,dram,sdpa,memcheck,racecheck,initcheck,
+#   build,test,ctest,pytest,venv,bench,multi,dequantize,cpu,compare,envab,ncudeq,wide,loader,ncuwide,ncusrc,ncustrict,dram,sdpa,memcheck,racecheck,initcheck,
 #   synccheck,sass,ncu (default: build,test,bench,sdpa and the four sanitizers)
 #   pytest    the Python package's tests (CPU and CUDA; the build step then builds the
 #             extension and tq in the same build directory)
+#   venv      `pip install .` of this tree into a fresh virtual environment with the CUDA
+#             backend (no build isolation: the machine is offline), docs/PYTHON.md's five
+#             lines and a decode of torch CUDA tensors with the installed package
+#             (tests/python/pip_install_fresh_venv.sh; about 150 s on 16 cores)
 #   ctest     the whole suite (CPU, tool, reliability and GPU tests; the cross-backend
 #             tests then include the CUDA backends); builds every target
 #   multi     bench_gpu --q-len: multi-token rows against single-token and expanded rows
@@ -239,6 +243,8 @@ has dram && run_step dram 150 bash -c dram
 has ncustrict && run_step ncustrict 150 bash -c ncustrict
 has ctest && run_step ctest 300 bash -c "cd $B && ctest -j16 --output-on-failure"
 has pytest && PYTHONPATH=$B/python TQ_BIN=$B/tools/tq/tq run_step pytest 240 python3 -m pytest python/tests -q -p no:cacheprovider -rs
+has venv && TQ_PIP_OFFLINE=1 TQ_PIP_CUDA=ON CMAKE_BUILD_PARALLEL_LEVEL=16 run_step venv 300 \
+  bash tests/python/pip_install_fresh_venv.sh "$PWD" /tmp/tq-fresh-venv python3
 has sdpa && PYTHONUNBUFFERED=1 run_step sdpa 90 python3 bench/gpu/sdpa_baseline.py --csv "$OUT/sdpa.csv"
 SAN_FILTER='GpuCases.*:GpuGraph.*:GpuPlan.*:GpuDeviceHelpers.*:GpuFastHelpers.*:GpuDecode.LargeGrid*:GpuDecode.AosLargeGrid*:GpuDecode.AosUniform*:GpuDecode.AosCacheAtAnyEvenOffset*:GpuEncode.*Misaligned*:GpuFastAos.*:GpuDequantize*:GpuMultiToken.*:*GpuMultiTokenGrid*/2*'
 SAN_FILTER=${TQ_SAN_FILTER:-$SAN_FILTER}

@@ -6,7 +6,8 @@
 # machine. TQ_PIP_OFFLINE=1 (a machine without PyPI) makes the venv see the
 # system's packages and builds without isolation; TQ_PIP_CUDA=ON builds the CUDA
 # backend too (off by default: CI has nvcc but no GPU, and the CUDA build is the
-# longest part).
+# longest part) and, where the venv sees torch and a CUDA device, decodes the same
+# case from torch CUDA tensors with the installed package and validates it.
 set -euo pipefail
 src=$1
 work=$2
@@ -43,3 +44,28 @@ assert case.validate(case.expected_out).ok and case.validate(out).ok
 print("installed at", tq.__file__)
 assert "/venv/" in tq.__file__, tq.__file__
 PY
+if [ "${TQ_PIP_CUDA:-OFF}" = ON ]; then
+  "$work/venv/bin/python" - "$src/tests/data/vllm-aos/a01_4bit_nc_d128_bs16_gqa4" <<'PY'
+import sys
+import turboquant as tq
+fast = next(b for b in tq.backends() if b.name == "cuda:fast")
+if fast.reason.startswith("not built with CUDA"):  # the registry's unbuilt backends
+    sys.exit("TQ_PIP_CUDA=ON, but the installed package has no CUDA backend: " + fast.reason)
+try:
+    import torch
+except ImportError:
+    torch = None
+if torch is None or not torch.cuda.is_available():
+    print("CUDA backend installed; no torch CUDA device here: the CUDA decode is skipped")
+    sys.exit(0)
+case = tq.load_case(sys.argv[1])
+args = [torch.from_numpy(a).cuda() for a in (case.query, case.kv_cache, case.block_table, case.seq_lens)]
+out = tq.decode(*args, case.layout, scale=case.scale, num_splits=case.num_splits)
+torch.cuda.synchronize()
+assert out.is_cuda, out.device
+report = case.validate(out.cpu().numpy())
+print(report)
+assert report.ok
+print("CUDA decode of torch tensors on", torch.cuda.get_device_name(), "with the installed package: PASS")
+PY
+fi

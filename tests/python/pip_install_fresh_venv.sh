@@ -33,8 +33,9 @@ start=$SECONDS
 "$work/venv/bin/pip" install "${pip_args[@]}" "$src" \
   -C "cmake.define.TURBOQUANT_ENABLE_CUDA=${TQ_PIP_CUDA:-OFF}" -C "build-dir=$work/build"
 echo "pip install: $((SECONDS - start)) s"
+case_dir=$src/tests/data/vllm-aos/a01_4bit_nc_d128_bs16_gqa4
 cd "$work"  # not the source tree: the installed package must be the one imported
-"$work/venv/bin/python" - "$src/tests/data/vllm-aos/a01_4bit_nc_d128_bs16_gqa4" <<'PY'
+"$work/venv/bin/python" - "$case_dir" <<'PY'
 import sys
 import turboquant as tq
 case = tq.load_case(sys.argv[1])
@@ -45,12 +46,11 @@ print("installed at", tq.__file__)
 assert "/venv/" in tq.__file__, tq.__file__
 PY
 if [ "${TQ_PIP_CUDA:-OFF}" = ON ]; then
-  "$work/venv/bin/python" - "$src/tests/data/vllm-aos/a01_4bit_nc_d128_bs16_gqa4" <<'PY'
+  "$work/venv/bin/python" - "$case_dir" <<'PY'
 import sys
 import turboquant as tq
-fast = next(b for b in tq.backends() if b.name == "cuda:fast")
-if fast.reason.startswith("not built with CUDA"):  # the registry's unbuilt backends
-    sys.exit("TQ_PIP_CUDA=ON, but the installed package has no CUDA backend: " + fast.reason)
+if not tq.cuda_built():
+    sys.exit("TQ_PIP_CUDA=ON, but the installed package has no CUDA backend")
 try:
     import torch
 except ImportError:

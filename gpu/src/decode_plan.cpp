@@ -74,23 +74,26 @@ FastWave fast_wave(const core::BlockLayout& l, bool has_query_start_loc, int row
 }
 
 // The cluster of the AoS head pacing (cluster_pace.cuh) for grid y = grid_y,
-// or 1 (PERFORMANCE.md rounds 20 and 21 have the measurements).
-//   What: pace_capable instances: the single-token kernel's tensor-copy ones
-//   (AoS 4bit_nc and k3v4_nc), whose boxes read whole 16-byte units around
-//   every slot (on an H100 pacing made them 0.71-0.87x as long at 32 x 8192
-//   and 16 x 32768), and its FP8 ones (k8v4, cp.async: 0.96-0.97x at 32 x 8192 and 16 x 32768);
-//   the 3-bit cp.async instances lost 7-10%, the multi-token rows' two-tile
-//   instance 7%. Clusters need sm_90, as tensor copies do
-//   (device_has_tensor_copies).
+// or 1 (PERFORMANCE.md rounds 20, 21 and 28 have the measurements).
+//   What: pace_capable instances, those of one column tile (single-token
+//   rows, and multi-token rows or windows of up to 8 columns a block): the
+//   tensor-copy ones (AoS 4bit_nc and k3v4_nc), whose boxes read whole 16-byte
+//   units around every slot (on an H100 pacing made the single-token ones
+//   0.71-0.87x as long at 32 x 8192 and 16 x 32768, the one-tile q_len 2
+//   rows 0.79-0.89x), and the FP8 ones (k8v4,
+//   cp.async: 0.96-0.97x at 32 x 8192 and 16 x 32768); the 3-bit cp.async
+//   instances lost 7-10%, the multi-token rows' two-tile instance 7%.
+//   Clusters need sm_90, as tensor copies do (device_has_tensor_copies).
 //   Where: devices of less DRAM bandwidth per SM than kPaceMaxDramMbpsPerSm
 //   (an H100; on an H200 the same plan cost 9-10%).
 //   Size: the largest cluster the policy allows of which the device holds as
 //   many blocks as of single blocks, so that pacing never costs resident warps
 //   (clusters of 8 of the 4-bit instance: 240 of its 264 blocks on both).
 // A forced policy paces wherever a cluster divides grid y.
-int pace_cluster_for(const core::BlockLayout& l, int grid_y, bool single_token, bool tensor_copy, int column_tiles,
-                     int warps) {
-  if (!pace_capable(l.aos(), single_token, tensor_copy, l.format.fp8_keys()) || !device_has_tensor_copies()) return 1;
+int pace_cluster_for(const core::BlockLayout& l, int grid_y, bool tensor_copy, int column_tiles, int warps) {
+  if (!pace_capable(l.aos(), column_tiles == 1, tensor_copy, l.format.fp8_keys()) || !device_has_tensor_copies()) {
+    return 1;
+  }
   const PacePolicy policy = pace_policy();
   if (!policy.force && device_dram_mbps_per_sm() >= kPaceMaxDramMbpsPerSm) return 1;
   const std::int64_t blocks =
@@ -295,9 +298,8 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
     }
     if (p.fast_warps == 0) splits = splits_for(0);
     p.plan_splits = static_cast<int>(splits);
-    const bool single_token = !fast_rows_kernel(out->has_query_start_loc, a.sliding_window);
-    p.pace_cluster = pace_cluster_for(l, l.num_kv_heads * p.chunks_per_kv_head, single_token, p.tensor_copy,
-                                      column_tiles, p.fast_warps);
+    p.pace_cluster = pace_cluster_for(l, l.num_kv_heads * p.chunks_per_kv_head, p.tensor_copy, column_tiles,
+                                      p.fast_warps);
     if (p.pace_cluster > 1) p.pace_tiles = pace_policy().pace_tiles;
   }
   p.query_factor = core::mul_rn(a.softmax_scale, core::kLog2e);

@@ -42,8 +42,9 @@
 // each key's squared centroid norm: one more mma per k-step (the fragment's
 // fp16 squares times ones), then core::decoded_key_norm once per lane.
 //
-// AoS blocks of the KV heads of one split (pace_capable: single-token tensor-copy and FP8 instances,
-// on devices of little DRAM bandwidth per SM) run as a cluster and keep pace
+// AoS blocks of the KV heads of one split (pace_capable: the tensor-copy and
+// FP8 instances of one column tile, on devices of little DRAM bandwidth per
+// SM) run as a cluster and keep pace
 // with each other (cluster_pace.cuh), so the token rows they share come from
 // DRAM once.
 //
@@ -133,7 +134,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
   const int my_tiles = num_tiles > warp ? (num_tiles - warp + T::kWarps - 1) / T::kWarps : 0;
   // Only pace_capable instances are ever paced (decode_plan.cpp's
   // pace_cluster_for); the others compile the pacing out.
-  constexpr bool kPaced = pace_capable(T::kAos, !kRows, T::kTensorCopy, T::kFp8);
+  constexpr bool kPaced = pace_capable(T::kAos, T::kColumnTiles == 1, T::kTensorCopy, T::kFp8);
   const ClusterPacer pacer{kPaced && p.pace_cluster > 1 ? p.pace_tiles : 0};
   std::uint8_t* const stages = work + warp * T::kStages * T::kStageBytes;
   using Loader = std::conditional_t<T::kTensorCopy, FastTensorLoader<T>, FastTileLoader<T>>;

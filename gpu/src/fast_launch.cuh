@@ -157,7 +157,8 @@ Status launch_fast_decode_dim(const DecodeParams& p, const FastTensorMaps& maps,
 
 // Resident blocks of the format's instance: per SM (cluster 1), or in
 // clusters of `cluster` blocks on the whole device (fast_resident_clusters
-// times cluster; single-token instances only, else 0).
+// times cluster; one-column-tile instances only, else 0: the single-token
+// kernel's, whose launch bounds and shared memory the kRows one shares).
 template <int D, bool kTensorCopyInstances>
 int fast_decode_occupancy_dim(const core::Format& f, int column_tiles, int warps, int cluster) {
   int blocks = 0;

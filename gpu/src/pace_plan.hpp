@@ -20,13 +20,16 @@ inline constexpr int kPaceTiles = 1;  // measured: 1 beat 4, 16 and 64 (PERFORMA
 // between them, not a fitted law).
 inline constexpr int kPaceMaxDramMbpsPerSm = 30000;
 // The fast instances that can be paced (the others compile the pacing out):
-// the single-token kernel's AoS instances whose slots share 32-byte sectors
-// and 16-byte units with their neighbours' on every read: the tensor-copy ones
-// (4bit_nc, k3v4_nc: whole 16-byte units, 128-byte L2 lines) and the FP8 ones
-// (k8v4: 196-byte slots by cp.async; on an H100 it read 1.15x SoA's DRAM
-// bytes, round 19). The 3-bit cp.async instances lost 7-10% paced (round 20).
-TQ_HD constexpr bool pace_capable(bool aos, bool single_token, bool tensor_copy, bool fp8_keys) {
-  return aos && single_token && (tensor_copy || fp8_keys);
+// the AoS instances of one column tile (the single-token kernel, and the
+// multi-token rows' kernel for up to 8 (row, head) columns a block: q_len 2 at
+// GQA 4) whose slots share 32-byte sectors and 16-byte units with their
+// neighbours' on every read: the tensor-copy ones (4bit_nc, k3v4_nc: whole
+// 16-byte units, 128-byte L2 lines) and the FP8 ones (k8v4: 196-byte slots by
+// cp.async; on an H100 it read 1.15x SoA's DRAM bytes, round 19). The 3-bit
+// cp.async instances lost 7-10% paced, the two-tile rows instance 7% (round 20);
+// the one-tile rows instance took 0.79-0.89x as long paced at q_len 2 (round 28).
+TQ_HD constexpr bool pace_capable(bool aos, bool one_column_tile, bool tensor_copy, bool fp8_keys) {
+  return aos && one_column_tile && (tensor_copy || fp8_keys);
 }
 
 TQ_HD constexpr int pace_cluster_size(int grid_y, int limit) {

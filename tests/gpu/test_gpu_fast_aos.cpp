@@ -6,8 +6,10 @@
 // flavours, must run the fast kernel (not the strict fallback) and stay
 // within relative L2 1e-3 of the golden model; AoS caches whose slots of one
 // head change their 4-byte phase take the strict kernel.
+#include "common/multi_problem.hpp"
 #include "decode_setup.hpp"
 #include "device_decode.hpp"
+#include "fast_plan.hpp"
 #include "tensor_box.hpp"
 #include "gpu_test_support.hpp"
 
@@ -136,12 +138,36 @@ int planned_cluster(const DecodeProblem& p, int window = 0) {
   return impl.params.pace_cluster;
 }
 
+// The cluster a fast plan of m's multi-token rows gives its blocks. make_plan
+// reads no buffer, only where each pointer lives: device allocations of the
+// arguments' sizes.
+int planned_cluster(const turboquant::testing::MultiProblem& m) {
+  std::vector<float> out, lse;
+  DecodeArgs a = m.args(out, lse);
+  const std::size_t work_bytes =
+      cuda::decode_workspace_bytes(m.rows, m.p.num_q_heads, a.num_splits, m.p.layout.format.head_dim);
+  DeviceMem cache(m.p.cache.size()), query(a.query.bytes), table(a.block_table.bytes), lens(a.seq_lens.bytes),
+      starts(a.query_start_loc.bytes), o(a.out.bytes), l(a.lse.bytes), work(work_bytes);
+  a.query.data = query.p;
+  a.block_table.data = table.p;
+  a.seq_lens.data = lens.p;
+  a.query_start_loc.data = starts.p;
+  a.out.data = o.p;
+  a.lse.data = l.p;
+  cuda::DecodePlan::Impl impl;
+  const Status s = cuda::detail::make_plan(ConstCacheView(m.p.layout, cache.at(0), m.p.num_blocks), a,
+                                           cuda::CudaMode::kFast, {work.p, work_bytes}, &impl);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  EXPECT_TRUE(impl.fast);
+  return impl.params.pace_cluster;
+}
+
 // Single-token plans of the pace_capable instances (AoS tensor copies and FP8 keys), on devices of little
 // DRAM bandwidth per SM, run the KV heads (and head chunks) of a split as one
 // cluster of a power of two up to 8 that divides them, as large as holds as
 // many resident blocks as single blocks do (or the policy's limit, forced, on
-// any device); the 3-bit cp.async instances, SoA, windows (the multi-token
-// rows' kernel) and the policy's limit of 1, none.
+// any device), and so do windows (the multi-token rows' kernel of one column
+// tile); the 3-bit cp.async instances, SoA and the policy's limit of 1, none.
 TEST_F(GpuFastAos, PlansPaceTheKvHeadsOfASplitInClusters) {
   if (!device_has_clusters()) GTEST_SKIP() << "thread-block clusters need sm_90";
   struct Case {
@@ -178,7 +204,7 @@ TEST_F(GpuFastAos, PlansPaceTheKvHeadsOfASplitInClusters) {
     {
       const PaceScope forced({cuda::detail::kPaceMaxCluster, 1, true});
       EXPECT_EQ(planned_cluster(p), c.forced);
-      EXPECT_EQ(planned_cluster(p, 100), 1);
+      EXPECT_EQ(planned_cluster(p, 100), c.forced);
     }
     const PaceScope off({1, 1, false});
     EXPECT_EQ(planned_cluster(p), 1);
@@ -217,6 +243,51 @@ TEST_F(GpuFastAos, PacingChangesNoBit) {
       run(policy, out, lse);
       EXPECT_EQ(out, want);
       EXPECT_EQ(0, std::memcmp(lse.data(), want_lse.data(), lse.size() * sizeof(float)));
+    }
+  }
+}
+
+// The multi-token rows' kernel of one column tile (q_len 2 at GQA 4: 8
+// columns a block), with and without a window, is paced as the single-token
+// one: the forced clusters give the unpaced bits, for the tensor-copy and FP8
+// instances, within the fast bound of the golden model.
+TEST_F(GpuFastAos, PacedMultiTokenRowsChangeNoBit) {
+  if (!device_has_clusters()) GTEST_SKIP() << "thread-block clusters need sm_90";
+  std::uint32_t seed = 91;
+  for (const Preset preset : {Preset::k4BitNc, Preset::kK3V4Nc, Preset::kK8V4}) {
+    for (const int window : {0, 300}) {
+      turboquant::testing::MultiSpec spec;
+      spec.base.format = preset_format(preset, 128, LayoutKind::kAoS);
+      spec.base.num_kv_heads = 8;
+      spec.base.group = 4;
+      spec.base.block_size = 16;
+      spec.base.seq_lens = {2049, 17, 1027};
+      spec.base.seed = seed++;
+      spec.q_lens = {2, 1, 2};
+      spec.window = window;
+      SCOPED_TRACE(spec.name());
+      const turboquant::testing::MultiProblem m = turboquant::testing::make_multi_problem(spec);
+      ASSERT_EQ(cuda::detail::fast_column_tiles(true, spec.base.group, m.rows, m.p.batch, 128), 1);
+      auto run = [&](cuda::detail::PacePolicy policy, std::vector<float>& out, std::vector<float>& lse) {
+        const PaceScope scope(policy);
+        EXPECT_EQ(planned_cluster(m), policy.force ? policy.max_cluster : 1);
+        const DecodeArgs a = m.args(out, lse);
+        EXPECT_STREQ(cuda::decode_kernel_name(m.p.view(), a, cuda::CudaMode::kFast), "cuda:fast");
+        const Status st = cuda::decode_from_host(m.p.view(), a, cuda::CudaMode::kFast);
+        EXPECT_TRUE(st.ok()) << st.to_string();
+      };
+      std::vector<float> want, want_lse;
+      run({1, 1, false}, want, want_lse);
+      for (const cuda::detail::PacePolicy policy : {cuda::detail::PacePolicy{8, 1, true}, cuda::detail::PacePolicy{2, 3, true}}) {
+        SCOPED_TRACE("cluster " + std::to_string(policy.max_cluster) + ", pace " + std::to_string(policy.pace_tiles));
+        std::vector<float> out, lse;
+        run(policy, out, lse);
+        EXPECT_EQ(0, std::memcmp(out.data(), want.data(), out.size() * sizeof(float)));
+        EXPECT_EQ(0, std::memcmp(lse.data(), want_lse.data(), lse.size() * sizeof(float)));
+      }
+      std::vector<float> golden, golden_lse;
+      ASSERT_TRUE(decode_reference(m.p.view(), m.args(golden, golden_lse)).ok());
+      EXPECT_LE(rel_l2(want, golden), 1e-3);
     }
   }
 }

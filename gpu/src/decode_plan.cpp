@@ -82,7 +82,7 @@ FastWave fast_wave(const core::BlockLayout& l, bool has_query_start_loc, int row
 //   0.71-0.87x as long at 32 x 8192 and 16 x 32768, the one-tile q_len 2
 //   rows 0.79-0.89x), and the FP8 ones (k8v4,
 //   cp.async: 0.96-0.97x at 32 x 8192 and 16 x 32768); the 3-bit cp.async
-//   instances lost 7-10%, the multi-token rows' two-tile instance 7%.
+//   instances lost 7-10%, the multi-token rows' two-tile instance 7-10%.
 //   Clusters need sm_90, as tensor copies do (device_has_tensor_copies).
 //   Where: devices of less DRAM bandwidth per SM than kPaceMaxDramMbpsPerSm
 //   (an H100; on an H200 the same plan cost 9-10%).

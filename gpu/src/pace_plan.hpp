@@ -26,7 +26,8 @@ inline constexpr int kPaceMaxDramMbpsPerSm = 30000;
 // neighbours' on every read: the tensor-copy ones (4bit_nc, k3v4_nc: whole
 // 16-byte units, 128-byte L2 lines) and the FP8 ones (k8v4: 196-byte slots by
 // cp.async; on an H100 it read 1.15x SoA's DRAM bytes, round 19). The 3-bit
-// cp.async instances lost 7-10% paced, the two-tile rows instance 7% (round 20);
+// cp.async instances lost 7-10% paced, the two-tile rows instance 7% (round 20;
+// 8-10% at q_len 4 in round 28);
 // the one-tile rows instance took 0.79-0.89x as long paced at q_len 2 (round 28).
 TQ_HD constexpr bool pace_capable(bool aos, bool one_column_tile, bool tensor_copy, bool fp8_keys) {
   return aos && one_column_tile && (tensor_copy || fp8_keys);

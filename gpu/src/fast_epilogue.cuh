@@ -15,6 +15,72 @@ struct FastPartialTarget {
   int columns;
 };
 
+// Fragment (column tile n, m-tile j) of lane ln of a warp's state, rescaled by
+// the columns' factors f0, f1 (value scale 2^k undone, zero-point term added):
+// (column 2c dim d, column 2c + 1 dim d, column 2c dim d + 1, column 2c + 1
+// dim d + 1), d = value_dim(ln / 4, 2j), c = ln % 4.
+template <class T>
+__device__ __forceinline__ float4 rescaled_fragment(const FastWarpState<T>& w, int j, float f0, float f1) {
+  const float inv_lo = 1.0f / value_frag_scale<T::kValueBits>(2 * j);  // exact: powers of two
+  const float inv_hi = 1.0f / value_frag_scale<T::kValueBits>(2 * j + 1);
+  return make_float4(f0 * (w.o[j][0] * inv_lo + w.z0), f1 * (w.o[j][1] * inv_lo + w.z1),
+                     f0 * (w.o[j][2] * inv_hi + w.z0), f1 * (w.o[j][3] * inv_hi + w.z1));
+}
+
+// Stores fragment (column tile n, m-tile j) of lane ln (rescaled_fragment's
+// order) into the split's partial accumulators: columns 8n + 2(ln%4) and the
+// next; local value dims 2j, 2j + 1 of lane group ln/4, adjacent dims of the
+// output.
+template <class T, class RowOf>
+__device__ __forceinline__ void store_partial_fragment(const DecodeParams& p, const FastPartialTarget& out,
+                                                       RowOf row_of, int n, int j, int ln, float4 v) {
+  const core::PartialLayout pl = p.partials(T::kDim);
+  const int h = T::kHeads * n + 2 * (ln & 3);
+  const int d0 = T::value_dim(ln >> 2, 2 * j);
+  if (h < out.columns) {
+    float* dst = p.partial_acc + pl.acc_offset(row_of(h), out.split) + d0;
+    dst[0] = v.x;
+    dst[1] = v.z;
+  }
+  if (h + 1 < out.columns) {
+    float* dst = p.partial_acc + pl.acc_offset(row_of(h + 1), out.split) + d0;
+    dst[0] = v.y;
+    dst[1] = v.w;
+  }
+}
+
+// A block of fused heads (one KV head a warp, fast_decode.cuh): each warp's
+// state is its columns' partial, written by the warp alone (no block barrier).
+template <class T, class RowOf>
+__device__ __forceinline__ void fast_write_warp_partial(const DecodeParams& p,
+                                                        FastWarpState<T> (&state)[T::kColumnTiles],
+                                                        const FastPartialTarget& out, RowOf row_of, int lane) {
+  const int g = lane >> 2;
+  const int c = lane & 3;
+  pdl_launch_dependents();
+#pragma unroll
+  for (int n = 0; n < T::kColumnTiles; ++n) {
+    FastWarpState<T>& w = state[n];
+    sum_lane_shares<4, 16>(w);
+    const float f0 = w.m0 == -core::kInf ? 0.0f : 1.0f;
+    const float f1 = w.m1 == -core::kInf ? 0.0f : 1.0f;
+#pragma unroll
+    for (int j = 0; j < T::kMTiles; ++j) store_partial_fragment<T>(p, out, row_of, n, j, lane, rescaled_fragment(w, j, f0, f1));
+    const int k = T::kHeads * n + 2 * c;
+    const core::PartialLayout pl = p.partials(T::kDim);
+    if (g == 0 && k < out.columns) {
+      float* ml = p.partial_ml + pl.ml_offset(row_of(k), out.split);
+      ml[0] = w.m0;
+      ml[1] = f0 * w.l0;
+    }
+    if (g == 0 && k + 1 < out.columns) {
+      float* ml = p.partial_ml + pl.ml_offset(row_of(k + 1), out.split);
+      ml[0] = w.m1;
+      ml[1] = f1 * w.l1;
+    }
+  }
+}
+
 // Every thread of the block calls it once its warp's loop is done and its
 // copies have landed. `work` is the pipeline region (reused for the warps'
 // fragments); warp_max and warp_sum are [kWarps][kColumns] of shared memory.
@@ -24,7 +90,6 @@ __device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWa
                                                    float (*warp_max)[T::kColumns], float (*warp_sum)[T::kColumns],
                                                    int tid) {
   constexpr int D = T::kDim;
-  constexpr int VB = T::kValueBits;
   constexpr int NT = T::kColumnTiles;
   const int lane = tid & 31;
   const int warp = tid >> 5;
@@ -61,13 +126,7 @@ __device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWa
     const float f0 = w.m0 == -core::kInf ? 0.0f : fast_exp2(w.m0 - big0);
     const float f1 = w.m1 == -core::kInf ? 0.0f : fast_exp2(w.m1 - big1);
 #pragma unroll
-    for (int j = 0; j < T::kMTiles; ++j) {
-      const float inv_lo = 1.0f / value_frag_scale<VB>(2 * j);  // exact: powers of two
-      const float inv_hi = 1.0f / value_frag_scale<VB>(2 * j + 1);
-      frag[((warp * NT + n) * T::kMTiles + j) * 32 + lane] =
-          make_float4(f0 * (w.o[j][0] * inv_lo + w.z0), f1 * (w.o[j][1] * inv_lo + w.z1),
-                      f0 * (w.o[j][2] * inv_hi + w.z0), f1 * (w.o[j][3] * inv_hi + w.z1));
-    }
+    for (int j = 0; j < T::kMTiles; ++j) frag[((warp * NT + n) * T::kMTiles + j) * 32 + lane] = rescaled_fragment(w, j, f0, f1);
   }
   __syncthreads();
   const core::PartialLayout pl = p.partials(D);
@@ -85,21 +144,7 @@ __device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWa
       v.z += x.z;
       v.w += x.w;
     }
-    // Fragment (column tile n, m-tile j, lane ln): columns 8n + 2(ln%4) and
-    // the next; local value dims 2j, 2j + 1 of lane group ln/4, adjacent dims
-    // of the output.
-    const int h = T::kHeads * n + 2 * (ln & 3);
-    const int d0 = T::value_dim(ln >> 2, 2 * j);
-    if (h < out.columns) {
-      float* dst = p.partial_acc + pl.acc_offset(row_of(h), out.split) + d0;
-      dst[0] = v.x;
-      dst[1] = v.z;
-    }
-    if (h + 1 < out.columns) {
-      float* dst = p.partial_acc + pl.acc_offset(row_of(h + 1), out.split) + d0;
-      dst[0] = v.y;
-      dst[1] = v.w;
-    }
+    store_partial_fragment<T>(p, out, row_of, n, j, ln, v);
   }
   if (tid < out.columns) {
     float big = -core::kInf;

@@ -14,15 +14,17 @@
 
 namespace turboquant::cuda::detail {
 
-template <class T, bool kRows>
+// kFused: the block of fused heads (fast_decode.cuh), kWarps KV heads a block.
+template <class T, bool kRows, bool kFused = false>
 cudaError_t launch_fast_instance(const DecodeParams& p, const FastTensorMaps& maps, cudaStream_t stream) {
   static PerDeviceInt attr_cache;
-  const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T, kRows>, T::kSmemBytes);
+  const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T, kRows, kFused>, T::kSmemBytes);
   if (attr != cudaSuccess) return attr;
   const auto row_blocks = fast_row_blocks(p.query_start_loc != nullptr, p.rows, p.batch, p.fast_rows_per_block);
-  const dim3 grid(p.plan_splits, p.layout.num_kv_heads * p.chunks_per_kv_head, static_cast<unsigned>(row_blocks));
-  if (p.pace_cluster <= 1) {
-    fast_decode_kernel<T, kRows><<<grid, T::kThreads, T::kSmemBytes, stream>>>(maps, p);
+  const int head_blocks = kFused ? p.layout.num_kv_heads / T::kWarps : p.layout.num_kv_heads;
+  const dim3 grid(p.plan_splits, head_blocks * p.chunks_per_kv_head, static_cast<unsigned>(row_blocks));
+  if (kFused || p.pace_cluster <= 1) {
+    fast_decode_kernel<T, kRows, kFused><<<grid, T::kThreads, T::kSmemBytes, stream>>>(maps, p);
     return cudaGetLastError();
   }
   // The blocks of one split and row block along grid y (the plan's cluster
@@ -99,6 +101,14 @@ cudaError_t launch_fast(const DecodeParams& p, const FastTensorMaps& maps, cudaS
       }
     }
     const bool rows = fast_rows_kernel(p.query_start_loc != nullptr, p.sliding_window);
+    if (p.fast_fused_heads) {
+      if constexpr (T::kFusableHeads) {
+        return rows ? launch_fast_instance<T, true, true>(p, maps, stream)
+                    : launch_fast_instance<T, false, true>(p, maps, stream);
+      } else {
+        return cudaErrorInvalidValue;  // a plan never asks for one (fast_fusable_heads)
+      }
+    }
     return rows ? launch_fast_instance<T, true>(p, maps, stream) : launch_fast_instance<T, false>(p, maps, stream);
   }
 }

@@ -63,6 +63,22 @@ TQ_HD constexpr bool fast_deep_pays_off(std::int64_t max_seq_tokens, std::int64_
 static_assert(fast_deep_pays_off(32768, 1) && fast_deep_pays_off(4096, 4) && fast_deep_pays_off(8192, 2) &&
               !fast_deep_pays_off(4096, 16) && !fast_deep_pays_off(4096, 8) && !fast_deep_pays_off(512, 1));
 
+// Blocks of fused heads (fast_decode.cuh's kFused; FastTraits::kFusableHeads):
+// one KV head a warp, the format's warps a block, so the slots of
+// neighbouring KV heads, which share DRAM sectors and 128-byte lines in an
+// AoS cache, are read together by one block. For AoS caches with one column
+// tile (single-token rows; multi-token rows and windows of up to 8 columns a
+// block) whose KV heads fill whole blocks, with the Hadamard rotation or FP8
+// keys (each warp prepares its own query: a dense rotation needs the block's
+// scratch). decode_plan.cpp takes them where their grid fills the device.
+TQ_HD constexpr bool fast_fusable_heads(bool aos, int column_tiles, int key_bits, int num_kv_heads,
+                                        bool dense_rotation) {
+  return aos && column_tiles == 1 && num_kv_heads % fast_format_warps(key_bits) == 0 && !dense_rotation;
+}
+static_assert(fast_fusable_heads(true, 1, 4, 8, false) && fast_fusable_heads(true, 1, 3, 4, false) &&
+              !fast_fusable_heads(true, 1, 4, 4, false) && !fast_fusable_heads(false, 1, 4, 8, false) &&
+              !fast_fusable_heads(true, 2, 4, 8, false) && !fast_fusable_heads(true, 1, 8, 8, true));
+
 // Whether a fast decode runs the kRows instance (masked columns: multi-token
 // rows, windows) rather than the single-token one (fast_launch.cuh).
 TQ_HD constexpr bool fast_rows_kernel(bool has_query_start_loc, int sliding_window) {

@@ -129,6 +129,13 @@ struct FastTraits {
   static constexpr int kLutOffset = kWorkBytes;
   static constexpr int kPrepOffset = kWorkBytes + kLutBytes;
   static constexpr int kSmemBytes = kWorkBytes + kLutBytes + kPrepBytes;
+  // Fused heads (fast_decode.cuh: one KV head a warp, for AoS slots of one
+  // column tile): each warp prepares its own columns' query as fp16 in the
+  // pair table's and the query's regions (contiguous), before the table is built.
+  static constexpr int kWarpPrepBytes = kColumns * D * 2;
+  static constexpr bool kFusableHeads = kAos && NT == 1;  // fast_fusable_heads, the host's side
+  static_assert(!kFusableHeads || kWarps * kWarpPrepBytes <= kLutBytes + kPrepBytes, "the warps' fp16 queries fit");
+  static_assert(kPrepOffset == kLutOffset + kLutBytes, "the fused heads' query regions");
   static_assert(kAos || kRecordBytes % 4 == 0, "SoA records must allow 4-byte copies");
   static_assert(!TC || (kTensorCopyBoxable && kStageBytes % 128 == 0), "tensor-copy stages");
   static_assert(D % 64 == 0, "D/4 dims per lane must hold whole 3-bit groups and whole words");

@@ -102,51 +102,59 @@ __device__ __forceinline__ void fast_tiles(FastWarpState<T> (&state)[T::kColumnT
 // kRows: the instance for query_start_loc rows and windows (FastRows); the
 // other one is the single-token decode, whose columns are one row's heads and
 // whose code has no masks (a register-free path: 1 us faster at 1 x 4096).
-// kFused: a block of fused heads: its warps take KV heads kWarps y .. kWarps
-// y + kWarps - 1 (grid y = num_kv_heads / kWarps x head chunks), each all the
-// tiles of the split for its head, so the AoS slots of neighbouring heads,
-// which share DRAM sectors and lines, are read at the same time by one block
-// (decode_plan.cpp takes it where its grid still fills the device). Each warp
-// prepares its own query columns and writes its own partials.
+// kKvHeads: the KV heads of a block; more than one: fused heads
+// (fast_plan.hpp: kKvHeads y .. kKvHeads y + kKvHeads - 1 along grid y,
+// times the head chunks), warp w taking head w % kKvHeads and every
+// (kWarps / kKvHeads)-th tile of the split from tile w / kKvHeads, so that
+// one block reads the slots of neighbouring AoS heads, which share DRAM
+// sectors and lines, together. The block then prepares its heads' queries in
+// fp16 and combines only the warps of one head.
 // maps: the tensor maps of T::kTensorCopy's copies (unused otherwise), a
 // __grid_constant__ so that the copy engine reads them where the launch put
 // them (64-byte aligned, as the first parameter).
-template <class T, bool kRows, bool kFused = false>
+template <class T, bool kRows, int kKvHeads = 1>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     fast_decode_kernel(const __grid_constant__ FastTensorMaps maps, DecodeParams p) {
-  static_assert(!kFused || T::kFusableHeads, "fused heads: AoS, one column tile, room for the warps' queries");
+  static_assert(kKvHeads == 1 || (T::kFusableHeads && kKvHeads == T::kFusedKvHeads), "fused heads");
   constexpr int D = T::kDim;
+  constexpr int kHeadWarps = T::kWarps / kKvHeads;  // warps of one KV head
   extern __shared__ __align__(16) std::uint8_t smem[];
   std::uint8_t* work = smem;
   if constexpr (T::kWorkAlign > 16) work += (T::kWorkAlign - smem_addr(smem) % T::kWorkAlign) % T::kWorkAlign;
   std::uint8_t* lut = smem + T::kLutOffset;
   float* prep = reinterpret_cast<float*>(smem + T::kPrepOffset);
   __shared__ std::uint32_t centroid_half[16];
-  __shared__ float warp_max[kFused ? 1 : T::kWarps][T::kColumns];
-  __shared__ float warp_sum[kFused ? 1 : T::kWarps][T::kColumns];
+  __shared__ float warp_max[kHeadWarps > 1 ? T::kWarps : 1][T::kColumns];
+  __shared__ float warp_sum[kHeadWarps > 1 ? T::kWarps : 1][T::kColumns];
   __shared__ std::uint64_t stage_bars[T::kTensorCopy ? T::kWarps * T::kStages : 1];  // FastTensorLoader's
 
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
   const int split = blockIdx.x;
-  const int kv_head = kFused ? blockIdx.y / p.chunks_per_kv_head * T::kWarps + warp : blockIdx.y / p.chunks_per_kv_head;
+  const int first_kv_head = blockIdx.y / p.chunks_per_kv_head * kKvHeads;
+  const int head = warp % kKvHeads;  // of the block's KV heads
+  const int kv_head = first_kv_head + head;
   const int chunk = blockIdx.y % p.chunks_per_kv_head;
   const FastRows rows = kRows ? fast_rows_of_block(p, blockIdx.z) : fast_single_row(p, blockIdx.z);
   if (rows.count == 0) return;
   const core::TokenRange range = rows.split_range(p.plan_splits, split);
   if (range.empty()) return;
   const FastColumns cols = fast_columns(p, rows, kv_head, chunk * p.heads_per_block);
-  auto column_row = [&](int k) { return kRows ? cols.row(k) : cols.first_row + k; };  // one row: contiguous heads
+  // Column k of the block's KV head h: its head row (query, partials).
+  auto column_row = [&](int h, int k) {
+    const FastColumns hc = kKvHeads == 1 ? cols : fast_columns(p, rows, first_kv_head + h, chunk * p.heads_per_block);
+    return kRows ? hc.row(k) : hc.first_row + k;  // one row: contiguous heads
+  };
   const std::int32_t* block_row = p.block_table + std::int64_t{rows.b} * p.max_blocks_per_seq;
 
   const int g = lane >> 2;  // fragment row group: key tokens g and g + 8; value chunk g; query head g
   const int c = lane & 3;   // quad position: key chunk c; score columns (heads) 2c, 2c + 1
-  const WarpTiles tiles = kFused ? warp_tiles(range, T::kTile, 0, 1) : warp_tiles(range, T::kTile, warp, T::kWarps);
+  const WarpTiles tiles = warp_tiles(range, T::kTile, warp / kKvHeads, kHeadWarps);
   const int rounds = (range.size() + T::kTile * T::kWarps - 1) / (T::kTile * T::kWarps);
-  // Only pace_capable instances are ever paced (decode_plan.cpp's
-  // pace_cluster_for); the others compile the pacing out.
-  constexpr bool kPaced = !kFused && pace_capable(T::kAos, T::kColumnTiles == 1, T::kTensorCopy, T::kFp8);
+  // Only pace_capable instances of one head a block are ever paced
+  // (decode_plan.cpp's pace_cluster_for); the others compile the pacing out.
+  constexpr bool kPaced = kKvHeads == 1 && pace_capable(T::kAos, T::kColumnTiles == 1, T::kTensorCopy, T::kFp8);
   const ClusterPacer pacer{kPaced && p.pace_cluster > 1 ? p.pace_tiles : 0};
   std::uint8_t* const stages = work + warp * T::kStages * T::kStageBytes;
   using Loader = std::conditional_t<T::kTensorCopy, FastTensorLoader<T>, FastTileLoader<T>>;
@@ -163,20 +171,23 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
 
   // Queries: prepared in fp32 exactly as the golden model.
   std::uint32_t qb[T::kColumnTiles][T::kKSteps][2];
-  if constexpr (kFused) {
-    // Each warp its own columns, in the region the pair table then takes.
-    __half* q16 = reinterpret_cast<__half*>(lut + warp * T::kWarpPrepBytes);
-    prepare_warp_query_rows<D, T::kColumns>(p, cols.count, column_row, q16, lane);
+  if constexpr (kKvHeads > 1) {
+    // The first warp of each head prepares its columns in fp16, in the region
+    // the pair table then takes.
+    __half* q16 = reinterpret_cast<__half*>(lut + head * T::kHeadPrepBytes);
+    if (warp < kKvHeads) prepare_warp_query_rows<D, T::kColumns>(p, cols.count, [&](int k) { return column_row(head, k); }, q16, lane);
+    if constexpr (kHeadWarps > 1) __syncthreads();
     query_fragments<T>(q16, cols.count, g, c, qb);
     if constexpr (!T::kFp8) {
-      // Its first barrier follows every warp's reads of the region.
+      // Its first barrier follows every warp's reads of the regions.
       build_pair_table<T>(p, lut, centroid_half, tid);
       __syncthreads();  // publishes the table
     }
   } else {
     if constexpr (!T::kFp8) build_pair_table<T>(p, lut, centroid_half, tid);
     // prepare_query_rows ends with a barrier, which also publishes the pair table.
-    prepare_query_rows<D, T::kColumns, T::kWarps>(p, cols.count, column_row, prep, prep + T::kColumns * D);
+    prepare_query_rows<D, T::kColumns, T::kWarps>(p, cols.count, [&](int k) { return column_row(0, k); }, prep,
+                                                 prep + T::kColumns * D);
     query_fragments<T>(prep, cols.count, g, c, qb);
   }
   FastTileInputs<T> in{lut, static_cast<std::uint32_t>((lane % T::kLutCopies) * 4), qb, {}};
@@ -190,10 +201,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     fast_tiles<T, kRows>(state, loader, in, stage, stages, issue_stage, range, tiles, pacer, rounds, g, c);
   });
   loader.drain();
-  if constexpr (kFused) {
-    fast_write_warp_partial<T>(p, state, FastPartialTarget{split, cols.count}, column_row, lane);
+  const FastPartialTarget target{split, cols.count};
+  if constexpr (kHeadWarps == 1) {
+    fast_write_warp_partial<T>(p, state, target, [&](int k) { return column_row(head, k); }, lane);
   } else {
-    fast_write_partial<T>(p, state, FastPartialTarget{split, cols.count}, column_row, work, warp_max, warp_sum, tid);
+    fast_write_partial<T, kKvHeads>(p, state, target, column_row, work, warp_max, warp_sum, tid);
   }
 }
 

@@ -82,17 +82,21 @@ __device__ __forceinline__ void fast_write_warp_partial(const DecodeParams& p,
 }
 
 // Every thread of the block calls it once its warp's loop is done and its
-// copies have landed. `work` is the pipeline region (reused for the warps'
-// fragments); warp_max and warp_sum are [kWarps][kColumns] of shared memory.
-template <class T, class RowOf>
+// copies have landed: the block's warps of each of its kKvHeads KV heads
+// (warp w: head w % kKvHeads) combine into that head's partial.
+// `work` is the pipeline region (reused for the warps' fragments); warp_max
+// and warp_sum are [kWarps][kColumns] of shared memory; row_of(h, k): the
+// head row of column k of the block's KV head h.
+template <class T, int kKvHeads, class RowOf>
 __device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWarpState<T> (&state)[T::kColumnTiles],
                                                    const FastPartialTarget& out, RowOf row_of, std::uint8_t* work,
                                                    float (*warp_max)[T::kColumns], float (*warp_sum)[T::kColumns],
                                                    int tid) {
-  constexpr int D = T::kDim;
   constexpr int NT = T::kColumnTiles;
+  constexpr int kHeadWarps = T::kWarps / kKvHeads;
   const int lane = tid & 31;
   const int warp = tid >> 5;
+  const int head = warp % kKvHeads;
   const int g = lane >> 2;
   const int c = lane & 3;
 #pragma unroll
@@ -119,7 +123,7 @@ __device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWa
     const int k = T::kHeads * n + 2 * c;
     float big0 = -core::kInf, big1 = -core::kInf;
 #pragma unroll
-    for (int v = 0; v < T::kWarps; ++v) {
+    for (int v = head; v < T::kWarps; v += kKvHeads) {
       big0 = fmaxf(big0, warp_max[v][k]);
       big1 = fmaxf(big1, warp_max[v][k + 1]);
     }
@@ -129,32 +133,36 @@ __device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWa
     for (int j = 0; j < T::kMTiles; ++j) frag[((warp * NT + n) * T::kMTiles + j) * 32 + lane] = rescaled_fragment(w, j, f0, f1);
   }
   __syncthreads();
-  const core::PartialLayout pl = p.partials(D);
+  const core::PartialLayout pl = p.partials(T::kDim);
   constexpr int kFragsPerWarp = NT * T::kMTiles * 32;
-  for (int i = tid; i < kFragsPerWarp; i += T::kThreads) {
-    const int n = i / (T::kMTiles * 32);
-    const int j = i / 32 % T::kMTiles;
-    const int ln = i % 32;
-    float4 v = frag[i];
+  for (int i = tid; i < kKvHeads * kFragsPerWarp; i += T::kThreads) {
+    const int h = i / kFragsPerWarp;  // the head's warps: h, h + kKvHeads, ...
+    const int f = i % kFragsPerWarp;
+    const int n = f / (T::kMTiles * 32);
+    const int j = f / 32 % T::kMTiles;
+    const int ln = f % 32;
+    float4 v = frag[h * kFragsPerWarp + f];
 #pragma unroll
-    for (int u = 1; u < T::kWarps; ++u) {
-      const float4 x = frag[u * kFragsPerWarp + i];
+    for (int u = 1; u < kHeadWarps; ++u) {
+      const float4 x = frag[(h + u * kKvHeads) * kFragsPerWarp + f];
       v.x += x.x;
       v.y += x.y;
       v.z += x.z;
       v.w += x.w;
     }
-    store_partial_fragment<T>(p, out, row_of, n, j, ln, v);
+    store_partial_fragment<T>(p, out, [&](int k) { return row_of(h, k); }, n, j, ln, v);
   }
-  if (tid < out.columns) {
+  for (int i = tid; i < kKvHeads * out.columns; i += T::kThreads) {
+    const int h = i / out.columns;
+    const int k = i % out.columns;
     float big = -core::kInf;
-    for (int v = 0; v < T::kWarps; ++v) big = fmaxf(big, warp_max[v][tid]);
+    for (int v = h; v < T::kWarps; v += kKvHeads) big = fmaxf(big, warp_max[v][k]);
     float sum = 0.0f;
-    for (int v = 0; v < T::kWarps; ++v) {
-      const float m = warp_max[v][tid];
-      sum += m == -core::kInf ? 0.0f : fast_exp2(m - big) * warp_sum[v][tid];
+    for (int v = h; v < T::kWarps; v += kKvHeads) {
+      const float m = warp_max[v][k];
+      sum += m == -core::kInf ? 0.0f : fast_exp2(m - big) * warp_sum[v][k];
     }
-    float* ml = p.partial_ml + pl.ml_offset(row_of(tid), out.split);
+    float* ml = p.partial_ml + pl.ml_offset(row_of(h, k), out.split);
     ml[0] = big;
     ml[1] = sum;
   }

@@ -179,30 +179,34 @@ __device__ void prepare_query_rows(const DecodeParams& p, int rows, RowOf row_of
 }
 
 // prepare_query_rows for the rows of one warp, without the block: rows
-// row_of(0) .. row_of(rows - 1) (rows <= kRows, all loads in flight) into
+// row_of(0) .. row_of(rows - 1) (rows <= kRows; up to 8 loads in flight) into
 // q16[kRows][D] as fp16, the precision of the mma B fragments made from them
 // (the same bits as the fp32 rows rounded there); rows past `rows` are zero.
 // Hadamard or FP8 keys only (a dense rotation takes the block's path).
 template <int D, int kRows, class RowOf>
 __device__ void prepare_warp_query_rows(const DecodeParams& p, int rows, RowOf row_of, __half* q16, int lane) {
   constexpr int kPerLane = (D + 31) / 32;
-  std::int64_t base[kRows];
-  bool valid[kRows];
-#pragma unroll
-  for (int b = 0; b < kRows; ++b) {
-    valid[b] = b < rows;
-    base[b] = valid[b] ? row_of(b) * D : 0;
-  }
-  float x[kRows][kPerLane];
-  load_query_batch<D>(p, base, valid, lane, x);
+  constexpr int kB = query_rows_in_flight(kRows, 1);
   const bool rotate = !p.layout.format.fp8_keys();
+#pragma unroll 1
+  for (int first = 0; first < kRows; first += kB) {
+    std::int64_t base[kB];
+    bool valid[kB];
 #pragma unroll
-  for (int b = 0; b < kRows; ++b) {
-    prepare_row_in_registers<D>(p, rotate, x[b], lane);
+    for (int b = 0; b < kB; ++b) {
+      valid[b] = first + b < rows;
+      base[b] = valid[b] ? row_of(first + b) * D : 0;
+    }
+    float x[kB][kPerLane];
+    load_query_batch<D>(p, base, valid, lane, x);
 #pragma unroll
-    for (int t = 0; t < kPerLane; ++t) {
-      const int j = lane + 32 * t;
-      if (j < D) q16[b * D + j] = __float2half_rn(valid[b] ? x[b][t] : 0.0f);
+    for (int b = 0; b < kB; ++b) {
+      prepare_row_in_registers<D>(p, rotate, x[b], lane);
+#pragma unroll
+      for (int t = 0; t < kPerLane; ++t) {
+        const int j = lane + 32 * t;
+        if (j < D) q16[(first + b) * D + j] = __float2half_rn(valid[b] ? x[b][t] : 0.0f);
+      }
     }
   }
   __syncwarp();

@@ -144,10 +144,9 @@ int planned_cluster(const DecodeProblem& p, int window = 0) {
   return impl.params.pace_cluster;
 }
 
-// The cluster a fast plan of m's multi-token rows gives its blocks. make_plan
-// reads no buffer, only where each pointer lives: device allocations of the
-// arguments' sizes.
-int planned_cluster(const turboquant::testing::MultiProblem& m) {
+// The fast plan of m's multi-token rows. make_plan reads no buffer, only
+// where each pointer lives: device allocations of the arguments' sizes.
+cuda::DecodePlan::Impl fast_plan_of(const turboquant::testing::MultiProblem& m) {
   std::vector<float> out, lse;
   DecodeArgs a = m.args(out, lse);
   const std::size_t work_bytes =
@@ -165,8 +164,11 @@ int planned_cluster(const turboquant::testing::MultiProblem& m) {
                                            cuda::CudaMode::kFast, {work.p, work_bytes}, &impl);
   EXPECT_TRUE(s.ok()) << s.to_string();
   EXPECT_TRUE(impl.fast);
-  return impl.params.pace_cluster;
+  return impl;
 }
+
+// The cluster a fast plan of m's multi-token rows gives its blocks.
+int planned_cluster(const turboquant::testing::MultiProblem& m) { return fast_plan_of(m).params.pace_cluster; }
 
 // (Fused heads off: pacing is the plan of one KV head a block.)
 // Single-token plans of the pace_capable instances (AoS tensor copies and FP8 keys), on devices of little
@@ -329,12 +331,21 @@ cuda::DecodePlan::Impl plan_of_shape(const BlockLayout& l, int num_q_heads, int 
   return impl;
 }
 
+// Whether a fast plan may fuse the KV heads of layout l's blocks of
+// `column_tiles` (the tests' problems: Hadamard rotation; on sm_90, where
+// tensor_copy_fits takes tensor copies).
+bool fusable(const BlockLayout& l, int column_tiles) {
+  return cuda::detail::fast_fusable_heads(l.aos(), column_tiles, l.format.key_bits, l.num_kv_heads, false,
+                                          device_has_clusters() && cuda::detail::tensor_copy_fits(l));
+}
+
 // Fused heads (one KV head a warp, fast_plan.hpp's fast_fusable_heads): the
 // plan takes them for AoS caches whose KV heads fill whole blocks where their
 // grid is as busy as one KV head a block (32 x 8192 and 16 x 32768 at Hk 8:
 // 256 blocks either way on a 132-SM device), never unpaced-vs-paced at once,
 // and keeps one head a block for a short single sequence (1 x 4096: 64 fused
-// blocks against 256), SoA, and KV heads that do not fill a block.
+// blocks against 256), SoA, 3bit_nc (its cp.async loads) and KV heads that do
+// not fill a block.
 TEST_F(GpuFastAos, PlansFusedHeadsWhereTheirGridFillsTheDevice) {
   using cuda::detail::FusedPolicy;
   struct Case {
@@ -347,7 +358,8 @@ TEST_F(GpuFastAos, PlansFusedHeadsWhereTheirGridFillsTheDevice) {
   const Case cases[] = {{Preset::k4BitNc, LayoutKind::kAoS, 8, 32, 8192, true, true},
                         {Preset::k4BitNc, LayoutKind::kAoS, 8, 16, 32768, true, true},
                         {Preset::kK8V4, LayoutKind::kAoS, 8, 16, 32768, true, true},
-                        {Preset::k3BitNc, LayoutKind::kAoS, 4, 32, 8192, true, true},
+                        {Preset::kK3V4Nc, LayoutKind::kAoS, 4, 32, 8192, true, true},
+                        {Preset::k3BitNc, LayoutKind::kAoS, 4, 32, 8192, false, false},
                         {Preset::k4BitNc, LayoutKind::kAoS, 8, 1, 4096, false, true},
                         {Preset::k4BitNc, LayoutKind::kAoS, 4, 16, 32768, false, false},
                         {Preset::k4BitNc, LayoutKind::kSoA, 8, 16, 32768, false, false}};
@@ -360,15 +372,19 @@ TEST_F(GpuFastAos, PlansFusedHeadsWhereTheirGridFillsTheDevice) {
       const FusedScope scope(policy);
       const cuda::DecodePlan::Impl impl = plan_of_shape(l, 4 * c.kv_heads, c.batch, pages);
       const bool want = policy == FusedPolicy::kAuto ? c.fused : policy == FusedPolicy::kForce && c.fusable;
-      EXPECT_EQ(impl.params.fast_fused_heads, want) << "policy " << static_cast<int>(policy);
-      if (impl.params.fast_fused_heads) EXPECT_EQ(impl.params.pace_cluster, 1);
+      EXPECT_EQ(impl.params.fast_kv_heads_per_block > 1, want) << "policy " << static_cast<int>(policy);
+      if (impl.params.fast_kv_heads_per_block > 1) {
+        EXPECT_EQ(impl.params.pace_cluster, 1);
+      }
     }
   }
 }
 
-// Blocks of fused heads decode every AoS preset within the fast bound of the
+// Blocks of fused heads decode every fusable AoS preset (3bit_nc checks that
+// it keeps one head a block) within the fast bound of the
 // golden model: single-token rows (GQA 1, 4, 16: one and two head chunks; one
-// and two head blocks), multi-token rows and windows of one column tile, both
+// and two head blocks), multi-token rows and windows of one and two column
+// tiles, both
 // loaders (Hk 8: tensor copies for 4bit_nc and k3v4_nc; 3bit_nc and k8v4 by
 // cp.async), both FP8 flavours, block sizes 16 and 32, lengths around tile and
 // split edges; and they write what one KV head a block writes, to the fast
@@ -396,7 +412,8 @@ TEST_F(GpuFastAos, FusedHeadsMatchTheGoldenModel) {
       DeviceDecode d(p);
       cuda::DecodePlan::Impl impl;
       ASSERT_TRUE(cuda::detail::make_plan(d.view(p), d.args, cuda::CudaMode::kFast, d.workspace, &impl).ok());
-      EXPECT_EQ(impl.params.fast_fused_heads, policy == FusedPolicy::kForce);
+      EXPECT_EQ(impl.params.fast_kv_heads_per_block,
+                policy == FusedPolicy::kForce && fusable(p.layout, 1) ? cuda::detail::fast_format_warps(p.layout.format.key_bits) : 1);
       EXPECT_EQ(expect_fast_matches(p), "cuda:fast");
       auto& out = policy == FusedPolicy::kForce ? fused : unfused;
       auto& lse = policy == FusedPolicy::kForce ? fused_lse : unfused_lse;
@@ -404,8 +421,13 @@ TEST_F(GpuFastAos, FusedHeadsMatchTheGoldenModel) {
     }
     EXPECT_LE(rel_l2(widen(fused, DType::kFloat32), widen(unfused, DType::kFloat32)), 1e-3);
   }
-  for (const Preset preset : {Preset::k4BitNc, Preset::kK3V4Nc, Preset::kK8V4}) {
-    for (const int window : {0, 300}) {
+  // Multi-token rows: one column tile (q_len 2 at GQA 4: one KV head a warp)
+  // and two (q_len 4: 4 KV heads a block, one or three warps a head).
+  for (const Preset preset : {Preset::k4BitNc, Preset::kK3V4Nc, Preset::kK8V4, Preset::k3BitNc}) {
+    for (const auto& [q_lens, window, tiles] : {std::tuple{std::vector<int>{2, 1, 2}, 0, 1},
+                                                std::tuple{std::vector<int>{2, 1, 2}, 300, 1},
+                                                std::tuple{std::vector<int>{4, 1, 4}, 0, 2},
+                                                std::tuple{std::vector<int>{4, 3, 4}, 300, 2}}) {
       turboquant::testing::MultiSpec spec;
       spec.base.format = preset_format(preset, 128, LayoutKind::kAoS);
       spec.base.num_kv_heads = 8;
@@ -413,19 +435,21 @@ TEST_F(GpuFastAos, FusedHeadsMatchTheGoldenModel) {
       spec.base.block_size = 16;
       spec.base.seq_lens = {2049, 17, 1027};
       spec.base.seed = seed++;
-      spec.q_lens = {2, 1, 2};
+      spec.q_lens = q_lens;
       spec.window = window;
       SCOPED_TRACE(spec.name());
       const turboquant::testing::MultiProblem m = turboquant::testing::make_multi_problem(spec);
-      ASSERT_EQ(cuda::detail::fast_column_tiles(true, spec.base.group, m.rows, m.p.batch, 128), 1);
+      ASSERT_EQ(cuda::detail::fast_column_tiles(true, spec.base.group, m.rows, m.p.batch, 128), tiles);
       const FusedScope scope(FusedPolicy::kForce);
+      EXPECT_EQ(fast_plan_of(m).params.fast_kv_heads_per_block,
+                fusable(m.p.layout, tiles) ? cuda::detail::fast_fused_kv_heads(tiles, spec.base.format.key_bits) : 1);
       std::vector<float> out, lse, golden, golden_lse;
       const DecodeArgs a = m.args(out, lse);
       EXPECT_STREQ(cuda::decode_kernel_name(m.p.view(), a, cuda::CudaMode::kFast), "cuda:fast");
       ASSERT_TRUE(cuda::decode_from_host(m.p.view(), a, cuda::CudaMode::kFast).ok());
       ASSERT_TRUE(decode_reference(m.p.view(), m.args(golden, golden_lse)).ok());
       const double err = rel_l2(out, golden);
-      std::printf("  %-64s fused rel_l2 %.3g\n", spec.name().c_str(), err);
+      std::printf("  %-64s fused, %d column tile(s): rel_l2 %.3g\n", spec.name().c_str(), tiles, err);
       EXPECT_LE(err, 1e-3);
     }
   }

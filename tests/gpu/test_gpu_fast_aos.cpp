@@ -344,8 +344,9 @@ bool fusable(const BlockLayout& l, int column_tiles) {
 // grid is as busy as one KV head a block (32 x 8192 and 16 x 32768 at Hk 8:
 // 256 blocks either way on a 132-SM device), never unpaced-vs-paced at once,
 // and keeps one head a block for a short single sequence (1 x 4096: 64 fused
-// blocks against 256), SoA, 3bit_nc (its cp.async loads) and KV heads that do
-// not fill a block.
+// blocks against 256), SoA, the cp.async instances of Lloyd-Max keys (3bit_nc;
+// k3v4_nc at Hk 4, whose token stride is no multiple of 16) and KV heads that
+// do not fill a block.
 TEST_F(GpuFastAos, PlansFusedHeadsWhereTheirGridFillsTheDevice) {
   using cuda::detail::FusedPolicy;
   struct Case {
@@ -358,7 +359,8 @@ TEST_F(GpuFastAos, PlansFusedHeadsWhereTheirGridFillsTheDevice) {
   const Case cases[] = {{Preset::k4BitNc, LayoutKind::kAoS, 8, 32, 8192, true, true},
                         {Preset::k4BitNc, LayoutKind::kAoS, 8, 16, 32768, true, true},
                         {Preset::kK8V4, LayoutKind::kAoS, 8, 16, 32768, true, true},
-                        {Preset::kK3V4Nc, LayoutKind::kAoS, 4, 32, 8192, true, true},
+                        {Preset::kK3V4Nc, LayoutKind::kAoS, 8, 32, 8192, true, true},
+                        {Preset::kK3V4Nc, LayoutKind::kAoS, 4, 32, 8192, false, false},  // cp.async at Hk 4
                         {Preset::k3BitNc, LayoutKind::kAoS, 4, 32, 8192, false, false},
                         {Preset::k4BitNc, LayoutKind::kAoS, 8, 1, 4096, false, true},
                         {Preset::k4BitNc, LayoutKind::kAoS, 4, 16, 32768, false, false},

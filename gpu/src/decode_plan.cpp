@@ -2,6 +2,7 @@
 // layer shape (make_plan), and the per-call launch (run_plan), which decode()
 // also goes through.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -104,6 +105,31 @@ int pace_cluster_for(const core::BlockLayout& l, int grid_y, bool tensor_copy, i
     if (resident > 0 && (policy.force || resident >= blocks)) return c;
   }
   return 1;
+}
+
+// The splits of a plan of blocks of fused heads (fast_plan.hpp's
+// fast_fusable_heads; `column_tiles`, `warps` per block as DecodeParams), or
+// 0 where the plan keeps one KV head a block: under FusedPolicy::kAuto, fused
+// blocks are taken where their non-empty splits (of the longest sequence the
+// block table holds) give at least as many blocks as the unfused plan's
+// `unfused_splits`, up to one wave: each warp then streams as many tiles as
+// it would unfused. Small batches of short sequences (1 x 4096: 64 fused
+// blocks of the 64-token minimum split against 256) keep one head a block.
+std::int64_t fused_heads_splits(const core::BlockLayout& l, bool has_query_start_loc, int rows, int group,
+                                int column_tiles, int warps, bool tensor_copy, std::int64_t max_seq_tokens, int stride,
+                                std::int64_t unfused_splits) {
+  const FusedPolicy policy = fused_policy();
+  if (policy == FusedPolicy::kOff) return 0;
+  const FastWave w = fast_wave(l, has_query_start_loc, rows, group, column_tiles, tensor_copy, warps);
+  if (w.resident <= 0) return 0;
+  // KV heads divide into whole blocks (fast_fusable_heads).
+  const std::int64_t units = w.units / fast_fused_kv_heads(column_tiles, l.format.key_bits);
+  const std::int64_t splits = std::clamp<std::int64_t>(w.resident / std::max<std::int64_t>(units, 1), 1, stride);
+  const int tokens = static_cast<int>(std::min<std::int64_t>(max_seq_tokens, INT_MAX));
+  const std::int64_t fused_blocks = units * plan_nonempty(true, tokens, static_cast<int>(splits));
+  const std::int64_t unfused_blocks = w.units * plan_nonempty(true, tokens, static_cast<int>(unfused_splits));
+  if (policy == FusedPolicy::kForce || fused_blocks >= std::min(w.resident, unfused_blocks)) return splits;
+  return 0;
 }
 
 std::size_t shape_bytes(std::int64_t count, std::size_t element_bytes) {
@@ -297,9 +323,20 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
       if (fast_deep_pays_off(max_seq_tokens, splits)) p.fast_warps = kFastDeepWarps;
     }
     if (p.fast_warps == 0) splits = splits_for(0);
+    if (fast_fusable_heads(l.aos(), column_tiles, l.format.key_bits, l.num_kv_heads, dense_rotation,
+                           p.tensor_copy)) {
+      const std::int64_t fused = fused_heads_splits(l, out->has_query_start_loc, rows, group, column_tiles,
+                                                    p.fast_warps, p.tensor_copy, max_seq_tokens, stride, splits);
+      if (fused > 0) {
+        splits = fused;
+        p.fast_kv_heads_per_block = fast_fused_kv_heads(column_tiles, l.format.key_bits);
+      }
+    }
     p.plan_splits = static_cast<int>(splits);
-    p.pace_cluster = pace_cluster_for(l, l.num_kv_heads * p.chunks_per_kv_head, p.tensor_copy, column_tiles,
-                                      p.fast_warps);
+    if (p.fast_kv_heads_per_block == 1) {
+      p.pace_cluster = pace_cluster_for(l, l.num_kv_heads * p.chunks_per_kv_head, p.tensor_copy, column_tiles,
+                                        p.fast_warps);
+    }
     if (p.pace_cluster > 1) p.pace_tiles = pace_policy().pace_tiles;
   }
   p.query_factor = core::mul_rn(a.softmax_scale, core::kLog2e);

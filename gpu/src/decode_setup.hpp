@@ -56,6 +56,17 @@ enum class WidePolicy { kAuto, kOff, kForce };
 WidePolicy wide_policy();
 void set_wide_policy(WidePolicy policy);
 
+// Whether the fast plan takes blocks of fused heads (fast_plan.hpp's
+// fast_fusable_heads) for AoS caches: kAuto where their grid fills the device
+// as the unfused one does (decode_plan.cpp), kOff never (one KV head a block,
+// paced where the pacing's rule says), kForce wherever they can run.
+// TQ_FAST_FUSED=off or =force sets the process's policy at its first plan (the
+// benchmarks' A/B); the tests set it with set_fused_policy. It picks the
+// kernel, never what a call computes beyond the fast mode's bound.
+enum class FusedPolicy { kAuto, kOff, kForce };
+FusedPolicy fused_policy();
+void set_fused_policy(FusedPolicy policy);
+
 // The AoS head pacing of the decode plans (cluster_pace.cuh): clusters of at
 // most max_cluster blocks (1: none), pace_tiles tiles between a warp's
 // arrivals; force: the fast plan takes max_cluster (where it divides grid y)

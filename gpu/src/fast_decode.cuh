@@ -42,11 +42,15 @@
 // each key's squared centroid norm: one more mma per k-step (the fragment's
 // fp16 squares times ones), then core::decoded_key_norm once per lane.
 //
-// AoS blocks of the KV heads of one split (pace_capable: the tensor-copy and
+// AoS slots of neighbouring KV heads share DRAM sectors and lines, so one
+// head a block reads them up to 1.6x over when the heads' blocks drift apart.
+// Two remedies: blocks of fused heads (kFused: one KV head a warp, all of a
+// split's tiles each, so one block reads the heads' slots of a token range
+// together; fast_plan.hpp's fast_fusable_heads, where their grid fills the
+// device), or else, for one head a block (pace_capable: the tensor-copy and
 // FP8 instances of one column tile, on devices of little DRAM bandwidth per
-// SM) run as a cluster and keep pace
-// with each other (cluster_pace.cuh), so the token rows they share come from
-// DRAM once.
+// SM), clusters of the KV heads' blocks of one split that keep pace with each
+// other (cluster_pace.cuh).
 //
 // Loaders: the cp.async pipeline above, or, where the format and strides allow
 // and the copies paid (tensor_box.hpp), tensor copies: one lane per warp
@@ -71,90 +75,121 @@
 namespace turboquant::cuda::detail {
 
 // The warp's main loop over its tiles, reading stages through `stage`
-// (kRows: the columns carry masks, fast_columns.cuh).
+// (kRows: the columns carry masks, fast_columns.cuh). rounds: the tiles of
+// the block's busiest warp (the pacer's).
 template <class T, bool kRows, class Stage, class Loader>
 __device__ __forceinline__ void fast_tiles(FastWarpState<T> (&state)[T::kColumnTiles], Loader& loader,
                                            const FastTileInputs<T>& in, const Stage& stage, std::uint8_t* stages,
-                                           std::uint8_t* issue_stage, core::TokenRange range, int warp, int my_tiles,
-                                           const ClusterPacer& pacer, int g, int c) {
+                                           std::uint8_t* issue_stage, core::TokenRange range, WarpTiles tiles,
+                                           const ClusterPacer& pacer, int rounds, int g, int c) {
   std::uint8_t* const last_stage = stages + (T::kStages - 1) * T::kStageBytes;
   const std::uint8_t* st = stages;
-  int tok0 = range.begin + warp * T::kTile;
-  for (int it = 0; it < my_tiles; ++it) {
+  int tok0 = tiles.first;
+  for (int it = 0; it < tiles.count; ++it) {
     pacer.before_tile(it);
     loader.wait();
     __syncwarp();
-    if (it + T::kStages - 1 < my_tiles) loader.issue(issue_stage);
+    if (it + T::kStages - 1 < tiles.count) loader.issue(issue_stage);
     loader.commit();
     issue_stage = issue_stage == last_stage ? stages : issue_stage + T::kStageBytes;
     fast_tile<T, kRows>(state, in, stage, st, tok0, min(T::kTile, range.end - tok0), g, c);
     st = st == last_stage ? stages : st + T::kStageBytes;
-    tok0 += T::kWarps * T::kTile;
+    tok0 += tiles.step;
   }
-  if (pacer.every != 0) pacer.finish(my_tiles, (range.size() + T::kTile * T::kWarps - 1) / (T::kTile * T::kWarps));
+  if (pacer.every != 0) pacer.finish(tiles.count, rounds);
 }
 
 // kRows: the instance for query_start_loc rows and windows (FastRows); the
 // other one is the single-token decode, whose columns are one row's heads and
 // whose code has no masks (a register-free path: 1 us faster at 1 x 4096).
+// kKvHeads: the KV heads of a block; more than one: fused heads
+// (fast_plan.hpp: kKvHeads y .. kKvHeads y + kKvHeads - 1 along grid y,
+// times the head chunks), warp w taking head w % kKvHeads and every
+// (kWarps / kKvHeads)-th tile of the split from tile w / kKvHeads, so that
+// one block reads the slots of neighbouring AoS heads, which share DRAM
+// sectors and lines, together. The block then prepares its heads' queries in
+// fp16 and combines only the warps of one head.
 // maps: the tensor maps of T::kTensorCopy's copies (unused otherwise), a
 // __grid_constant__ so that the copy engine reads them where the launch put
 // them (64-byte aligned, as the first parameter).
-template <class T, bool kRows>
+template <class T, bool kRows, int kKvHeads = 1>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     fast_decode_kernel(const __grid_constant__ FastTensorMaps maps, DecodeParams p) {
+  static_assert(kKvHeads == 1 || (T::kFusableHeads && kKvHeads == T::kFusedKvHeads), "fused heads");
   constexpr int D = T::kDim;
+  constexpr int kHeadWarps = T::kWarps / kKvHeads;  // warps of one KV head
   extern __shared__ __align__(16) std::uint8_t smem[];
   std::uint8_t* work = smem;
   if constexpr (T::kWorkAlign > 16) work += (T::kWorkAlign - smem_addr(smem) % T::kWorkAlign) % T::kWorkAlign;
   std::uint8_t* lut = smem + T::kLutOffset;
   float* prep = reinterpret_cast<float*>(smem + T::kPrepOffset);
   __shared__ std::uint32_t centroid_half[16];
-  __shared__ float warp_max[T::kWarps][T::kColumns];
-  __shared__ float warp_sum[T::kWarps][T::kColumns];
+  __shared__ float warp_max[kHeadWarps > 1 ? T::kWarps : 1][T::kColumns];
+  __shared__ float warp_sum[kHeadWarps > 1 ? T::kWarps : 1][T::kColumns];
   __shared__ std::uint64_t stage_bars[T::kTensorCopy ? T::kWarps * T::kStages : 1];  // FastTensorLoader's
 
-  const int split = blockIdx.x;
-  const int kv_head = blockIdx.y / p.chunks_per_kv_head;
-  const int chunk = blockIdx.y % p.chunks_per_kv_head;
   const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int split = blockIdx.x;
+  const int first_kv_head = blockIdx.y / p.chunks_per_kv_head * kKvHeads;
+  const int head = warp % kKvHeads;  // of the block's KV heads
+  const int kv_head = first_kv_head + head;
+  const int chunk = blockIdx.y % p.chunks_per_kv_head;
   const FastRows rows = kRows ? fast_rows_of_block(p, blockIdx.z) : fast_single_row(p, blockIdx.z);
   if (rows.count == 0) return;
   const core::TokenRange range = rows.split_range(p.plan_splits, split);
   if (range.empty()) return;
   const FastColumns cols = fast_columns(p, rows, kv_head, chunk * p.heads_per_block);
-  auto column_row = [&](int k) { return kRows ? cols.row(k) : cols.first_row + k; };  // one row: contiguous heads
+  // Column k of the block's KV head h: its head row (query, partials).
+  auto column_row = [&](int h, int k) {
+    const FastColumns hc = kKvHeads == 1 ? cols : fast_columns(p, rows, first_kv_head + h, chunk * p.heads_per_block);
+    return kRows ? hc.row(k) : hc.first_row + k;  // one row: contiguous heads
+  };
   const std::int32_t* block_row = p.block_table + std::int64_t{rows.b} * p.max_blocks_per_seq;
 
-  const int lane = tid & 31;
-  const int warp = tid >> 5;
   const int g = lane >> 2;  // fragment row group: key tokens g and g + 8; value chunk g; query head g
   const int c = lane & 3;   // quad position: key chunk c; score columns (heads) 2c, 2c + 1
-  const int num_tiles = (range.size() + T::kTile - 1) / T::kTile;
-  const int my_tiles = num_tiles > warp ? (num_tiles - warp + T::kWarps - 1) / T::kWarps : 0;
-  // Only pace_capable instances are ever paced (decode_plan.cpp's
-  // pace_cluster_for); the others compile the pacing out.
-  constexpr bool kPaced = pace_capable(T::kAos, T::kColumnTiles == 1, T::kTensorCopy, T::kFp8);
+  const WarpTiles tiles = warp_tiles(range, T::kTile, warp / kKvHeads, kHeadWarps);
+  const int rounds = (range.size() + T::kTile * T::kWarps - 1) / (T::kTile * T::kWarps);
+  // Only pace_capable instances of one head a block are ever paced
+  // (decode_plan.cpp's pace_cluster_for); the others compile the pacing out.
+  constexpr bool kPaced = kKvHeads == 1 && pace_capable(T::kAos, T::kColumnTiles == 1, T::kTensorCopy, T::kFp8);
   const ClusterPacer pacer{kPaced && p.pace_cluster > 1 ? p.pace_tiles : 0};
   std::uint8_t* const stages = work + warp * T::kStages * T::kStageBytes;
   using Loader = std::conditional_t<T::kTensorCopy, FastTensorLoader<T>, FastTileLoader<T>>;
   Loader loader = [&] {
     if constexpr (T::kTensorCopy) {
-      return Loader(p, &maps, block_row, range, kv_head, warp, lane, my_tiles, stage_bars + warp * T::kStages);
+      return Loader(p, &maps, block_row, tiles, kv_head, lane, stage_bars + warp * T::kStages);
     } else {
-      return Loader(p, block_row, range, kv_head, warp, lane, my_tiles);
+      return Loader(p, block_row, tiles, kv_head, lane);
     }
   }();
 
   // The pipeline's first stages go out before the preparation below.
-  std::uint8_t* issue_stage = issue_first_stages<T>(loader, stages, my_tiles);
+  std::uint8_t* issue_stage = issue_first_stages<T>(loader, stages, tiles.count);
 
-  if constexpr (!T::kFp8) build_pair_table<T>(p, lut, centroid_half, tid);
-  // Queries: prepared in fp32 exactly as the golden model (prepare_queries ends
-  // with a barrier, which also publishes the pair table).
+  // Queries: prepared in fp32 exactly as the golden model.
   std::uint32_t qb[T::kColumnTiles][T::kKSteps][2];
-  prepare_query_rows<D, T::kColumns, T::kWarps>(p, cols.count, column_row, prep, prep + T::kColumns * D);
-  query_fragments<T>(prep, cols.count, g, c, qb);
+  if constexpr (kKvHeads > 1) {
+    // The first warp of each head prepares its columns in fp16, in the region
+    // the pair table then takes.
+    __half* q16 = reinterpret_cast<__half*>(lut + head * T::kHeadPrepBytes);
+    if (warp < kKvHeads) prepare_warp_query_rows<D, T::kColumns>(p, cols.count, [&](int k) { return column_row(head, k); }, q16, lane);
+    if constexpr (kHeadWarps > 1) __syncthreads();
+    query_fragments<T>(q16, cols.count, g, c, qb);
+    if constexpr (!T::kFp8) {
+      // Its first barrier follows every warp's reads of the regions.
+      build_pair_table<T>(p, lut, centroid_half, tid);
+      __syncthreads();  // publishes the table
+    }
+  } else {
+    if constexpr (!T::kFp8) build_pair_table<T>(p, lut, centroid_half, tid);
+    // prepare_query_rows ends with a barrier, which also publishes the pair table.
+    prepare_query_rows<D, T::kColumns, T::kWarps>(p, cols.count, [&](int k) { return column_row(0, k); }, prep,
+                                                 prep + T::kColumns * D);
+    query_fragments<T>(prep, cols.count, g, c, qb);
+  }
   FastTileInputs<T> in{lut, static_cast<std::uint32_t>((lane % T::kLutCopies) * 4), qb, {}};
   FastWarpState<T> state[T::kColumnTiles];
 #pragma unroll
@@ -163,10 +198,15 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     state[n].init();
   }
   with_stage<T>(p, kv_head, g, c, [&](const auto& stage) {
-    fast_tiles<T, kRows>(state, loader, in, stage, stages, issue_stage, range, warp, my_tiles, pacer, g, c);
+    fast_tiles<T, kRows>(state, loader, in, stage, stages, issue_stage, range, tiles, pacer, rounds, g, c);
   });
   loader.drain();
-  fast_write_partial<T>(p, state, FastPartialTarget{split, cols.count}, column_row, work, warp_max, warp_sum, tid);
+  const FastPartialTarget target{split, cols.count};
+  if constexpr (kHeadWarps == 1) {
+    fast_write_warp_partial<T>(p, state, target, [&](int k) { return column_row(head, k); }, lane);
+  } else {
+    fast_write_partial<T, kKvHeads>(p, state, target, column_row, work, warp_max, warp_sum, tid);
+  }
 }
 
 }  // namespace turboquant::cuda::detail

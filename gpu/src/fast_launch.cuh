@@ -14,15 +14,17 @@
 
 namespace turboquant::cuda::detail {
 
-template <class T, bool kRows>
+// kKvHeads: the KV heads of a block (more than one: fused heads, fast_decode.cuh).
+template <class T, bool kRows, int kKvHeads = 1>
 cudaError_t launch_fast_instance(const DecodeParams& p, const FastTensorMaps& maps, cudaStream_t stream) {
   static PerDeviceInt attr_cache;
-  const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T, kRows>, T::kSmemBytes);
+  const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, fast_decode_kernel<T, kRows, kKvHeads>, T::kSmemBytes);
   if (attr != cudaSuccess) return attr;
   const auto row_blocks = fast_row_blocks(p.query_start_loc != nullptr, p.rows, p.batch, p.fast_rows_per_block);
-  const dim3 grid(p.plan_splits, p.layout.num_kv_heads * p.chunks_per_kv_head, static_cast<unsigned>(row_blocks));
-  if (p.pace_cluster <= 1) {
-    fast_decode_kernel<T, kRows><<<grid, T::kThreads, T::kSmemBytes, stream>>>(maps, p);
+  const int head_blocks = p.layout.num_kv_heads / kKvHeads;
+  const dim3 grid(p.plan_splits, head_blocks * p.chunks_per_kv_head, static_cast<unsigned>(row_blocks));
+  if (kKvHeads > 1 || p.pace_cluster <= 1) {
+    fast_decode_kernel<T, kRows, kKvHeads><<<grid, T::kThreads, T::kSmemBytes, stream>>>(maps, p);
     return cudaGetLastError();
   }
   // The blocks of one split and row block along grid y (the plan's cluster
@@ -74,6 +76,18 @@ decltype(auto) with_two_tile_instance(int warps, F&& f) {
   return warps == kFastDeepWarps ? f(WithColumnTiles<T, 2, kFastDeepWarps>{}) : f(WithColumnTiles<T, 2>{});
 }
 
+// f(std::integral_constant<int, kv heads a block>) for p's blocks: 1, or
+// T::kFusedKvHeads for fused heads (a plan asks for them only where
+// fast_fusable_heads, which T::kFusableHeads mirrors).
+template <class T, class F>
+cudaError_t with_kv_heads(const DecodeParams& p, F&& f) {
+  if (p.fast_kv_heads_per_block == 1) return f(std::integral_constant<int, 1>{});
+  if constexpr (T::kFusableHeads) {
+    if (p.fast_kv_heads_per_block == T::kFusedKvHeads) return f(std::integral_constant<int, T::kFusedKvHeads>{});
+  }
+  return cudaErrorInvalidValue;
+}
+
 // Whether T has the instances of fewer column tiles than the wide kernel's:
 // tensor-copy traits have them only for the formats those kernels copy by
 // boxes (tensor_copy_format); the wide kernel takes boxes for every boxable
@@ -94,12 +108,18 @@ cudaError_t launch_fast(const DecodeParams& p, const FastTensorMaps& maps, cudaS
   } else {
     if constexpr (fast_has_two_column_tiles(T::kDim)) {
       if (p.fast_column_tiles == 2) {
-        return with_two_tile_instance<T>(
-            p.fast_warps, [&](auto two) { return launch_fast_instance<decltype(two), true>(p, maps, stream); });
+        return with_two_tile_instance<T>(p.fast_warps, [&](auto two) {
+          return with_kv_heads<decltype(two)>(p, [&](auto heads) {
+            return launch_fast_instance<decltype(two), true, decltype(heads)::value>(p, maps, stream);
+          });
+        });
       }
     }
     const bool rows = fast_rows_kernel(p.query_start_loc != nullptr, p.sliding_window);
-    return rows ? launch_fast_instance<T, true>(p, maps, stream) : launch_fast_instance<T, false>(p, maps, stream);
+    return with_kv_heads<T>(p, [&](auto heads) {
+      constexpr int H = decltype(heads)::value;
+      return rows ? launch_fast_instance<T, true, H>(p, maps, stream) : launch_fast_instance<T, false, H>(p, maps, stream);
+    });
   }
 }
 

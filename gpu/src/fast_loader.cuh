@@ -1,8 +1,10 @@
 // The fast decode's tile loader: each warp streams its own 16-token tiles
-// (tile i of the split goes to warp i % kWarps) into a kStages-deep cp.async
-// pipeline of shared-memory stages (FastTraits' stage layout). The copy
-// pattern of a lane is fixed for every tile, so it is computed once; the
-// cursor (page, slot, block id) advances by kWarps tiles per issue.
+// (WarpTiles: tile i of the split goes to warp i % kWarps, or, in a block of
+// fused heads, every tile of the split to each warp, one KV head a warp) into
+// a kStages-deep cp.async pipeline of shared-memory stages (FastTraits' stage
+// layout). The copy pattern of a lane is fixed for every tile, so it is
+// computed once; the cursor (page, slot, block id) advances by the warp's
+// step per issue.
 //   SoA: the tile's records (kCopyUnit pieces) and its metadata fields.
 //   AoS: the 16-byte units that cover each 2-byte aligned slot: DRAM moves
 //        32-byte sectors, so the covering units cost no extra traffic, only
@@ -77,6 +79,23 @@ struct FastTileCursor {
   }
 };
 
+// The 16-token tiles of a split one warp streams: tile `index` of the split
+// and every `warps`-th tile after it.
+struct WarpTiles {
+  int first;  // first token of the warp's first tile
+  int step;   // tokens between the warp's tiles
+  int count;  // the warp's tiles
+};
+TQ_HD constexpr WarpTiles warp_tiles(core::TokenRange range, int tile, int index, int warps) {
+  const int num_tiles = (range.size() + tile - 1) / tile;
+  return WarpTiles{range.begin + index * tile, warps * tile,
+                   num_tiles > index ? (num_tiles - index + warps - 1) / warps : 0};
+}
+static_assert(warp_tiles(core::TokenRange{64, 200}, 16, 3, 8).count == 1 &&
+              warp_tiles(core::TokenRange{64, 200}, 16, 0, 8).count == 2 &&
+              warp_tiles(core::TokenRange{64, 200}, 16, 0, 1).count == 9 &&
+              warp_tiles(core::TokenRange{64, 200}, 16, 2, 8).first == 96);
+
 template <class T>
 class FastTileLoader {
   // SoA: the records of a tile are kTile x kUnits pieces of kCopyUnit bytes
@@ -96,14 +115,12 @@ class FastTileLoader {
   static constexpr int kAosClasses = 8 / kAosRows;
   static_assert(T::kAosSpanUnits <= 32, "the AoS loader takes slots of up to 483 bytes (one unit per lane)");
   static constexpr int kOffsets = T::kAos ? kAosClasses : (kEvenPieces ? 1 : kPieces);
-  static constexpr int kWarpStep = T::kWarps * T::kTile;  // tokens between a warp's tiles
 
  public:
-  // The loader of warp `warp` for the tiles of `range`; my_tiles is the
-  // number of tiles this warp issues.
-  __device__ __forceinline__ FastTileLoader(const DecodeParams& p, const std::int32_t* block_row,
-                                            core::TokenRange range, int kv_head, int warp, int lane, int my_tiles)
-      : p_(p), cursor_(block_row, p.layout.block_size, range.begin + warp * T::kTile, kWarpStep, my_tiles), lane_(lane) {
+  // The loader of a warp's tiles of KV head kv_head.
+  __device__ __forceinline__ FastTileLoader(const DecodeParams& p, const std::int32_t* block_row, WarpTiles tiles,
+                                            int kv_head, int lane)
+      : p_(p), cursor_(block_row, p.layout.block_size, tiles.first, tiles.step, tiles.count), lane_(lane) {
     const core::BlockLayout l = T::layout(p.layout);
     block_bytes_ = l.block_bytes();  // core's block_base(b) = b * block_bytes(), hoisted out of the issue loop
     record_stride_ = static_cast<int>(l.token_stride());  // between slots of one head
@@ -199,14 +216,13 @@ class FastTileLoader {
 template <class T>
 class FastTensorLoader {
   static_assert(T::kTensorCopy, "FastTensorLoader stages tensor-copy tiles");
-  static constexpr int kWarpStep = T::kWarps * T::kTile;
 
  public:
   // `bars`: kStages barriers of this warp in shared memory (initialized here).
   __device__ __forceinline__ FastTensorLoader(const DecodeParams& p, const FastTensorMaps* maps,
-                                              const std::int32_t* block_row, core::TokenRange range, int kv_head,
-                                              int warp, int lane, int my_tiles, std::uint64_t* bars)
-      : maps_(maps), cursor_(block_row, p.layout.block_size, range.begin + warp * T::kTile, kWarpStep, my_tiles),
+                                              const std::int32_t* block_row, WarpTiles tiles, int kv_head, int lane,
+                                              std::uint64_t* bars)
+      : maps_(maps), cursor_(block_row, p.layout.block_size, tiles.first, tiles.step, tiles.count),
         bars_(bars), leader_(lane == 0) {
     const core::BlockLayout l = T::layout(p.layout);
     box_x_ = static_cast<int>(l.head_key_offset(kv_head)) & ~15;  // SoA: already a multiple of 16

@@ -37,23 +37,28 @@ __device__ __forceinline__ void build_pair_table(const DecodeParams& p, std::uin
   }
 }
 
-// This lane's B fragments of Q^T from the prepared query q[kColumns][D]: in
-// column tile n, column 8n + g, the lane's key dims (T::key_dim) 4ks + {0, 1}
-// and {2, 3}; columns past `columns` are zero.
-template <class T>
-__device__ __forceinline__ void query_fragments(const float* prep, int columns, int g, int c,
+__device__ __forceinline__ float prepared_value(float v) { return v; }
+__device__ __forceinline__ float prepared_value(__half v) { return __half2float(v); }  // exact
+
+// This lane's B fragments of Q^T from the prepared query q[kColumns][D] (fp32,
+// or fp16: prepare_warp_query_rows, the same fragments): in column tile n,
+// column 8n + g, the lane's key dims (T::key_dim) 4ks + {0, 1} and {2, 3};
+// columns past `columns` are zero.
+template <class T, class E>
+__device__ __forceinline__ void query_fragments(const E* prep, int columns, int g, int c,
                                                 std::uint32_t (&qb)[T::kColumnTiles][T::kKSteps][2]) {
+  auto q2 = [](const E* q, int d0, int d1) { return pack_half2(prepared_value(q[d0]), prepared_value(q[d1])); };
 #pragma unroll
   for (int n = 0; n < T::kColumnTiles; ++n) {
     const int column = T::kHeads * n + g;
-    const float* q = prep + column * T::kDim;
+    const E* q = prep + column * T::kDim;
 #pragma unroll
     for (int ks = 0; ks < T::kKSteps; ++ks) qb[n][ks][0] = qb[n][ks][1] = 0u;
     if (column < columns) {
 #pragma unroll
       for (int ks = 0; ks < T::kKSteps; ++ks) {
-        qb[n][ks][0] = pack_half2(q[T::key_dim(c, 4 * ks)], q[T::key_dim(c, 4 * ks + 1)]);
-        qb[n][ks][1] = pack_half2(q[T::key_dim(c, 4 * ks + 2)], q[T::key_dim(c, 4 * ks + 3)]);
+        qb[n][ks][0] = q2(q, T::key_dim(c, 4 * ks), T::key_dim(c, 4 * ks + 1));
+        qb[n][ks][1] = q2(q, T::key_dim(c, 4 * ks + 2), T::key_dim(c, 4 * ks + 3));
       }
     }
   }

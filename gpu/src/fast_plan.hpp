@@ -63,6 +63,36 @@ TQ_HD constexpr bool fast_deep_pays_off(std::int64_t max_seq_tokens, std::int64_
 static_assert(fast_deep_pays_off(32768, 1) && fast_deep_pays_off(4096, 4) && fast_deep_pays_off(8192, 2) &&
               !fast_deep_pays_off(4096, 16) && !fast_deep_pays_off(4096, 8) && !fast_deep_pays_off(512, 1));
 
+// Blocks of fused heads (fast_decode.cuh's kKvHeads > 1): a block takes
+// several KV heads of a split, its warps dealt out to them, so that the slots
+// of neighbouring KV heads, which share DRAM sectors and 128-byte lines in an
+// AoS cache, are read together by one block. One column tile (single-token
+// rows; multi-token rows and windows of up to 8 columns a block): one KV head
+// a warp, the format's warps a block. Two column tiles: 4 KV heads a block
+// (the twelve-warp blocks' three warps a head, the format's one or two).
+// For the AoS instances whose loads share 16-byte units and sectors with the
+// neighbouring heads' on every slot, those pacing is for too (pace_plan.hpp):
+// tensor copies (4bit_nc, k3v4_nc) and FP8 keys (k8v4); the 3-bit cp.async
+// instance (3bit_nc) took 1.02-1.05x its unfused time at 32 x 8192 on H100s
+// (PERFORMANCE.md round 29). KV heads must fill whole blocks; the Hadamard
+// rotation or FP8 keys (the block prepares its heads' queries in fp16: a
+// dense rotation needs the block's fp32 scratch); not the wide kernel.
+// decode_plan.cpp takes them where their grid fills the device.
+inline constexpr int kFastFusedTwoTileHeads = 4;
+TQ_HD constexpr int fast_fused_kv_heads(int column_tiles, int key_bits) {
+  return column_tiles == 1 ? fast_format_warps(key_bits) : kFastFusedTwoTileHeads;
+}
+TQ_HD constexpr bool fast_fusable_heads(bool aos, int column_tiles, int key_bits, int num_kv_heads,
+                                        bool dense_rotation, bool tensor_copy) {
+  return aos && (column_tiles == 1 || column_tiles == 2) && (tensor_copy || key_bits == core::kFp8KeyBits) &&
+         num_kv_heads % fast_fused_kv_heads(column_tiles, key_bits) == 0 && !dense_rotation;
+}
+static_assert(fast_fusable_heads(true, 1, 4, 8, false, true) && fast_fusable_heads(true, 1, 3, 4, false, true) &&
+              !fast_fusable_heads(true, 1, 3, 4, false, false) && fast_fusable_heads(true, 1, 8, 4, false, false) &&
+              !fast_fusable_heads(true, 1, 4, 4, false, true) && !fast_fusable_heads(false, 1, 4, 8, false, true) &&
+              fast_fusable_heads(true, 2, 4, 4, false, true) && !fast_fusable_heads(true, 8, 4, 8, false, true) &&
+              !fast_fusable_heads(true, 1, 8, 8, true, false) && !fast_fusable_heads(true, 2, 4, 6, false, true));
+
 // Whether a fast decode runs the kRows instance (masked columns: multi-token
 // rows, windows) rather than the single-token one (fast_launch.cuh).
 TQ_HD constexpr bool fast_rows_kernel(bool has_query_start_loc, int sliding_window) {

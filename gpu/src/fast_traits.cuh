@@ -129,6 +129,15 @@ struct FastTraits {
   static constexpr int kLutOffset = kWorkBytes;
   static constexpr int kPrepOffset = kWorkBytes + kLutBytes;
   static constexpr int kSmemBytes = kWorkBytes + kLutBytes + kPrepBytes;
+  // Fused heads (fast_decode.cuh's kKvHeads, fast_plan.hpp's
+  // fast_fused_kv_heads): the block's KV heads' query columns, prepared in
+  // fp16, one region of kHeadPrepBytes a head, in the pair table's and the
+  // query's regions (contiguous), before the table is built.
+  static constexpr int kFusedKvHeads = fast_fused_kv_heads(NT, KB);
+  static constexpr int kHeadPrepBytes = kColumns * D * 2;
+  static constexpr bool kFusableHeads = kAos && NT <= 2 && (TC || kFp8) && kWarps % kFusedKvHeads == 0;
+  static_assert(!kFusableHeads || kFusedKvHeads * kHeadPrepBytes <= kLutBytes + kPrepBytes, "the heads' queries fit");
+  static_assert(kPrepOffset == kLutOffset + kLutBytes, "the fused heads' query regions");
   static_assert(kAos || kRecordBytes % 4 == 0, "SoA records must allow 4-byte copies");
   static_assert(!TC || (kTensorCopyBoxable && kStageBytes % 128 == 0), "tensor-copy stages");
   static_assert(D % 64 == 0, "D/4 dims per lane must hold whole 3-bit groups and whole words");

@@ -1,6 +1,7 @@
 // The process-wide plan policies the benchmarks switch by environment
 // variable and the tests by their setters (decode_setup.hpp): the wide
-// multi-token kernel's (TQ_FAST_WIDE) and the AoS head pacing's
+// multi-token kernel's (TQ_FAST_WIDE), the fused AoS heads' (TQ_FAST_FUSED)
+// and the AoS head pacing's
 // (TQ_FAST_CLUSTER, TQ_FAST_PACE, TQ_FAST_CLUSTER_FORCE), the strict AoS
 // decode's uniform row shift (TQ_STRICT_SHIFT) and the wide kernel's loader
 // (TQ_WIDE_LOADER). Each value is read
@@ -18,6 +19,7 @@ namespace {
 
 // -1: not read from the environment yet.
 std::atomic<int> g_wide_policy{-1};
+std::atomic<int> g_fused_policy{-1};
 std::atomic<int> g_max_cluster{-1};
 std::atomic<int> g_pace_tiles{-1};
 std::atomic<int> g_force_cluster{-1};
@@ -44,11 +46,14 @@ int positive_from_environment(const char* name, int fallback, int limit) {
   return n >= 1 && n <= limit ? static_cast<int>(n) : fallback;
 }
 
-WidePolicy wide_policy_from_environment() {
-  const char* v = std::getenv("TQ_FAST_WIDE");
-  if (v != nullptr && std::strcmp(v, "off") == 0) return WidePolicy::kOff;
-  if (v != nullptr && std::strcmp(v, "force") == 0) return WidePolicy::kForce;
-  return WidePolicy::kAuto;
+// A policy of values kAuto, kOff, kForce (WidePolicy, FusedPolicy) from
+// variable `name`: "off", "force", else kAuto.
+template <class Policy>
+int auto_off_force_from_environment(const char* name) {
+  const char* v = std::getenv(name);
+  if (v != nullptr && std::strcmp(v, "off") == 0) return static_cast<int>(Policy::kOff);
+  if (v != nullptr && std::strcmp(v, "force") == 0) return static_cast<int>(Policy::kForce);
+  return static_cast<int>(Policy::kAuto);
 }
 
 bool strict_uniform_shift_from_environment() {
@@ -67,10 +72,17 @@ WideLoader wide_loader_from_environment() {
 
 WidePolicy wide_policy() {
   return static_cast<WidePolicy>(
-      load_once(g_wide_policy, [] { return static_cast<int>(wide_policy_from_environment()); }));
+      load_once(g_wide_policy, [] { return auto_off_force_from_environment<WidePolicy>("TQ_FAST_WIDE"); }));
 }
 
 void set_wide_policy(WidePolicy policy) { g_wide_policy.store(static_cast<int>(policy), std::memory_order_relaxed); }
+
+FusedPolicy fused_policy() {
+  return static_cast<FusedPolicy>(
+      load_once(g_fused_policy, [] { return auto_off_force_from_environment<FusedPolicy>("TQ_FAST_FUSED"); }));
+}
+
+void set_fused_policy(FusedPolicy policy) { g_fused_policy.store(static_cast<int>(policy), std::memory_order_relaxed); }
 
 PacePolicy pace_policy() {
   return PacePolicy{

@@ -13,6 +13,8 @@
 // per row (slow; for old producers only).
 #pragma once
 
+#include <cuda_fp16.h>
+
 #include <cstdint>
 
 #include "params.hpp"
@@ -88,6 +90,24 @@ __device__ __forceinline__ void warp_fwht(float (&x)[kPerLane], int lane) {
   }
 }
 
+// One row held by a warp (x[t] = dim lane + 32 t), prepared in place: rotated
+// (rotate: Lloyd-Max keys, whose format check gives them a power-of-two
+// head_dim), then times query_factor. Every lane of the warp calls it.
+template <int D, int kPerLane>
+__device__ __forceinline__ void prepare_row_in_registers(const DecodeParams& p, bool rotate, float (&x)[kPerLane],
+                                                         int lane) {
+  if (rotate) {
+    if constexpr ((D & (D - 1)) == 0) {
+      warp_fwht<D>(x, lane);
+      constexpr float kNorm = core::inv_sqrt_pow2(D);
+#pragma unroll
+      for (int t = 0; t < kPerLane; ++t) x[t] = core::mul_rn(x[t], kNorm);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kPerLane; ++t) x[t] = core::mul_rn(x[t], p.query_factor);
+}
+
 // Writes query rows row_of(0) .. row_of(rows - 1) (indices into the query's
 // [T * num_q_heads] head rows) into q[rows][D] (fp32, shared memory), prepared.
 // `scratch` is rows*D floats of shared memory used by the dense path. The
@@ -147,22 +167,49 @@ __device__ void prepare_query_rows(const DecodeParams& p, int rows, RowOf row_of
       const int j = lane + 32 * t;
       x[t] = r < rows && j < D ? q[r * D + j] : 0.0f;
     }
-    if (rotate) {  // Lloyd-Max keys: core's format check gives them a power-of-two head_dim
-      if constexpr ((D & (D - 1)) == 0) {
-        warp_fwht<D>(x, lane);
-        constexpr float kNorm = core::inv_sqrt_pow2(D);
-#pragma unroll
-        for (int t = 0; t < kPerLane; ++t) x[t] = core::mul_rn(x[t], kNorm);
-      }
-    }
+    prepare_row_in_registers<D>(p, rotate, x, lane);
     if (r >= rows) continue;
 #pragma unroll
     for (int t = 0; t < kPerLane; ++t) {
       const int j = lane + 32 * t;
-      if (j < D) q[r * D + j] = core::mul_rn(x[t], p.query_factor);
+      if (j < D) q[r * D + j] = x[t];
     }
   }
   __syncthreads();
+}
+
+// prepare_query_rows for the rows of one warp, without the block: rows
+// row_of(0) .. row_of(rows - 1) (rows <= kRows; up to 8 loads in flight) into
+// q16[kRows][D] as fp16, the precision of the mma B fragments made from them
+// (the same bits as the fp32 rows rounded there); rows past `rows` are zero.
+// Hadamard or FP8 keys only (a dense rotation takes the block's path).
+template <int D, int kRows, class RowOf>
+__device__ void prepare_warp_query_rows(const DecodeParams& p, int rows, RowOf row_of, __half* q16, int lane) {
+  constexpr int kPerLane = (D + 31) / 32;
+  constexpr int kB = query_rows_in_flight(kRows, 1);
+  const bool rotate = !p.layout.format.fp8_keys();
+#pragma unroll 1
+  for (int first = 0; first < kRows; first += kB) {
+    std::int64_t base[kB];
+    bool valid[kB];
+#pragma unroll
+    for (int b = 0; b < kB; ++b) {
+      valid[b] = first + b < rows;
+      base[b] = valid[b] ? row_of(first + b) * D : 0;
+    }
+    float x[kB][kPerLane];
+    load_query_batch<D>(p, base, valid, lane, x);
+#pragma unroll
+    for (int b = 0; b < kB; ++b) {
+      prepare_row_in_registers<D>(p, rotate, x[b], lane);
+#pragma unroll
+      for (int t = 0; t < kPerLane; ++t) {
+        const int j = lane + 32 * t;
+        if (j < D) q16[(first + b) * D + j] = __float2half_rn(valid[b] ? x[b][t] : 0.0f);
+      }
+    }
+  }
+  __syncwarp();
 }
 
 // The contiguous head rows [first_row, first_row + rows).

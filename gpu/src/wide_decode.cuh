@@ -262,16 +262,17 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
   const std::int32_t* block_row = p.block_table + std::int64_t{rows.b} * p.max_blocks_per_seq;
 
   const int num_tiles = (range.size() + T::kTile - 1) / T::kTile;
-  const int my_tiles = num_tiles > warp ? (num_tiles - warp + kWideWarps - 1) / kWideWarps : 0;
+  const WarpTiles tiles = warp_tiles(range, T::kTile, warp, kWideWarps);
+  const int my_tiles = tiles.count;
   const int steps = (num_tiles + kWideWarps - 1) / kWideWarps;
   std::uint8_t* const stages = smem + warp * T::kStages * T::kStageBytes;
   using Loader = std::conditional_t<T::kTensorCopy, FastTensorLoader<T>, FastTileLoader<T>>;
   Loader loader = [&] {
     if constexpr (T::kTensorCopy) {
       auto* bars = reinterpret_cast<std::uint64_t*>(smem + S::kBarOffset) + warp * T::kStages;
-      return Loader(p, &maps, block_row, range, kv_head, warp, lane, my_tiles, bars);
+      return Loader(p, &maps, block_row, tiles, kv_head, lane, bars);
     } else {
-      return Loader(p, block_row, range, kv_head, warp, lane, my_tiles);
+      return Loader(p, block_row, tiles, kv_head, lane);
     }
   }();
   std::uint8_t* issue_stage = issue_first_stages<T>(loader, stages, my_tiles);

@@ -120,6 +120,12 @@ struct PaceScope : tq_gpu_test::PolicyScope<cuda::detail::PacePolicy> {
       : PolicyScope(cuda::detail::pace_policy, cuda::detail::set_pace_policy, policy) {}
 };
 
+// Sets the fused-heads policy (fast_plan.hpp's fast_fusable_heads) for a scope.
+struct FusedScope : tq_gpu_test::PolicyScope<cuda::detail::FusedPolicy> {
+  explicit FusedScope(cuda::detail::FusedPolicy policy)
+      : PolicyScope(cuda::detail::fused_policy, cuda::detail::set_fused_policy, policy) {}
+};
+
 bool device_has_clusters() {
   int dev = 0, major = 0;
   return cudaGetDevice(&dev) == cudaSuccess &&
@@ -138,10 +144,9 @@ int planned_cluster(const DecodeProblem& p, int window = 0) {
   return impl.params.pace_cluster;
 }
 
-// The cluster a fast plan of m's multi-token rows gives its blocks. make_plan
-// reads no buffer, only where each pointer lives: device allocations of the
-// arguments' sizes.
-int planned_cluster(const turboquant::testing::MultiProblem& m) {
+// The fast plan of m's multi-token rows. make_plan reads no buffer, only
+// where each pointer lives: device allocations of the arguments' sizes.
+cuda::DecodePlan::Impl fast_plan_of(const turboquant::testing::MultiProblem& m) {
   std::vector<float> out, lse;
   DecodeArgs a = m.args(out, lse);
   const std::size_t work_bytes =
@@ -159,9 +164,13 @@ int planned_cluster(const turboquant::testing::MultiProblem& m) {
                                            cuda::CudaMode::kFast, {work.p, work_bytes}, &impl);
   EXPECT_TRUE(s.ok()) << s.to_string();
   EXPECT_TRUE(impl.fast);
-  return impl.params.pace_cluster;
+  return impl;
 }
 
+// The cluster a fast plan of m's multi-token rows gives its blocks.
+int planned_cluster(const turboquant::testing::MultiProblem& m) { return fast_plan_of(m).params.pace_cluster; }
+
+// (Fused heads off: pacing is the plan of one KV head a block.)
 // Single-token plans of the pace_capable instances (AoS tensor copies and FP8 keys), on devices of little
 // DRAM bandwidth per SM, run the KV heads (and head chunks) of a split as one
 // cluster of a power of two up to 8 that divides them, as large as holds as
@@ -169,6 +178,7 @@ int planned_cluster(const turboquant::testing::MultiProblem& m) {
 // any device), and so do windows (the multi-token rows' kernel of one column
 // tile); the 3-bit cp.async instances, SoA and the policy's limit of 1, none.
 TEST_F(GpuFastAos, PlansPaceTheKvHeadsOfASplitInClusters) {
+  const FusedScope unfused(cuda::detail::FusedPolicy::kOff);  // pacing is for one KV head a block
   if (!device_has_clusters()) GTEST_SKIP() << "thread-block clusters need sm_90";
   struct Case {
     Preset preset;
@@ -217,6 +227,7 @@ TEST_F(GpuFastAos, PlansPaceTheKvHeadsOfASplitInClusters) {
 // pace_capable instances: tensor copies and FP8 keys, block sizes 16 and 32;
 // lengths around tile, split and pacing-round edges).
 TEST_F(GpuFastAos, PacingChangesNoBit) {
+  const FusedScope unfused(cuda::detail::FusedPolicy::kOff);  // pacing is for one KV head a block
   unsigned seed = 77;
   for (const auto& [preset, group, block_size] : {std::tuple{Preset::k4BitNc, 4, 16}, std::tuple{Preset::kK3V4Nc, 1, 16},
                                                   std::tuple{Preset::k4BitNc, 16, 32}, std::tuple{Preset::kK3V4Nc, 4, 32},
@@ -252,6 +263,7 @@ TEST_F(GpuFastAos, PacingChangesNoBit) {
 // one: the forced clusters give the unpaced bits, for the tensor-copy and FP8
 // instances, within the fast bound of the golden model.
 TEST_F(GpuFastAos, PacedMultiTokenRowsChangeNoBit) {
+  const FusedScope unfused(cuda::detail::FusedPolicy::kOff);  // pacing is for one KV head a block
   if (!device_has_clusters()) GTEST_SKIP() << "thread-block clusters need sm_90";
   std::uint32_t seed = 91;
   for (const Preset preset : {Preset::k4BitNc, Preset::kK3V4Nc, Preset::kK8V4}) {
@@ -288,6 +300,159 @@ TEST_F(GpuFastAos, PacedMultiTokenRowsChangeNoBit) {
       std::vector<float> golden, golden_lse;
       ASSERT_TRUE(decode_reference(m.p.view(), m.args(golden, golden_lse)).ok());
       EXPECT_LE(rel_l2(want, golden), 1e-3);
+    }
+  }
+}
+
+// The fast plan of a decode of `batch` rows of `num_q_heads` over block tables
+// of max_blocks pages of layout l. make_plan reads no buffer, only where each
+// pointer lives: device allocations of the arguments' sizes (one cache block).
+cuda::DecodePlan::Impl plan_of_shape(const BlockLayout& l, int num_q_heads, int batch, int max_blocks) {
+  const int dims = l.format.head_dim;
+  DecodeArgs a;
+  a.batch = batch;
+  a.num_q_heads = num_q_heads;
+  a.max_blocks_per_seq = max_blocks;
+  a.softmax_scale = 0.125f;
+  const std::size_t rows_bytes = std::size_t{4} * batch * num_q_heads;
+  const std::size_t work_bytes = cuda::decode_workspace_bytes(batch, num_q_heads, a.num_splits, dims);
+  DeviceMem cache(l.block_bytes()), query(rows_bytes * dims), table(std::size_t{4} * batch * max_blocks),
+      lens(std::size_t{4} * batch), o(rows_bytes * dims), lse(rows_bytes), work(work_bytes);
+  a.query = {query.p, rows_bytes * dims};
+  a.block_table = {table.p, std::size_t{4} * batch * max_blocks};
+  a.seq_lens = {lens.p, std::size_t{4} * batch};
+  a.out = {o.p, rows_bytes * dims};
+  a.lse = {lse.p, rows_bytes};
+  cuda::DecodePlan::Impl impl;
+  const Status s = cuda::detail::make_plan(ConstCacheView(l, cache.at(0), 1), a, cuda::CudaMode::kFast,
+                                           {work.p, work_bytes}, &impl);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  EXPECT_TRUE(impl.fast);
+  return impl;
+}
+
+// Whether a fast plan may fuse the KV heads of layout l's blocks of
+// `column_tiles` (the tests' problems: Hadamard rotation; on sm_90, where
+// tensor_copy_fits takes tensor copies).
+bool fusable(const BlockLayout& l, int column_tiles) {
+  return cuda::detail::fast_fusable_heads(l.aos(), column_tiles, l.format.key_bits, l.num_kv_heads, false,
+                                          device_has_clusters() && cuda::detail::tensor_copy_fits(l));
+}
+
+// Fused heads (one KV head a warp, fast_plan.hpp's fast_fusable_heads): the
+// plan takes them for AoS caches whose KV heads fill whole blocks where their
+// grid is as busy as one KV head a block (32 x 8192 and 16 x 32768 at Hk 8:
+// 256 blocks either way on a 132-SM device), never unpaced-vs-paced at once,
+// and keeps one head a block for a short single sequence (1 x 4096: 64 fused
+// blocks against 256), SoA, the cp.async instances of Lloyd-Max keys (3bit_nc;
+// k3v4_nc at Hk 4, whose token stride is no multiple of 16) and KV heads that
+// do not fill a block.
+TEST_F(GpuFastAos, PlansFusedHeadsWhereTheirGridFillsTheDevice) {
+  using cuda::detail::FusedPolicy;
+  struct Case {
+    Preset preset;
+    LayoutKind layout;
+    int kv_heads, batch, tokens;
+    bool fused;  // under kAuto
+    bool fusable;
+  };
+  const Case cases[] = {{Preset::k4BitNc, LayoutKind::kAoS, 8, 32, 8192, true, true},
+                        {Preset::k4BitNc, LayoutKind::kAoS, 8, 16, 32768, true, true},
+                        {Preset::kK8V4, LayoutKind::kAoS, 8, 16, 32768, true, true},
+                        {Preset::kK3V4Nc, LayoutKind::kAoS, 8, 32, 8192, true, true},
+                        {Preset::kK3V4Nc, LayoutKind::kAoS, 4, 32, 8192, false, false},  // cp.async at Hk 4
+                        {Preset::k3BitNc, LayoutKind::kAoS, 4, 32, 8192, false, false},
+                        {Preset::k4BitNc, LayoutKind::kAoS, 8, 1, 4096, false, true},
+                        {Preset::k4BitNc, LayoutKind::kAoS, 4, 16, 32768, false, false},
+                        {Preset::k4BitNc, LayoutKind::kSoA, 8, 16, 32768, false, false}};
+  for (const Case& c : cases) {
+    const BlockLayout l{preset_format(c.preset, 128, c.layout), 16, c.kv_heads};
+    SCOPED_TRACE(std::string(preset_name(c.preset)) + " " + (c.layout == LayoutKind::kAoS ? "aos" : "soa") + " Hk " +
+                 std::to_string(c.kv_heads) + " " + std::to_string(c.batch) + " x " + std::to_string(c.tokens));
+    const int pages = c.tokens / 16;
+    for (const FusedPolicy policy : {FusedPolicy::kAuto, FusedPolicy::kOff, FusedPolicy::kForce}) {
+      const FusedScope scope(policy);
+      const cuda::DecodePlan::Impl impl = plan_of_shape(l, 4 * c.kv_heads, c.batch, pages);
+      const bool want = policy == FusedPolicy::kAuto ? c.fused : policy == FusedPolicy::kForce && c.fusable;
+      EXPECT_EQ(impl.params.fast_kv_heads_per_block > 1, want) << "policy " << static_cast<int>(policy);
+      if (impl.params.fast_kv_heads_per_block > 1) {
+        EXPECT_EQ(impl.params.pace_cluster, 1);
+      }
+    }
+  }
+}
+
+// Blocks of fused heads decode every fusable AoS preset (3bit_nc checks that
+// it keeps one head a block) within the fast bound of the
+// golden model: single-token rows (GQA 1, 4, 16: one and two head chunks; one
+// and two head blocks), multi-token rows and windows of one and two column
+// tiles, both
+// loaders (Hk 8: tensor copies for 4bit_nc and k3v4_nc; 3bit_nc and k8v4 by
+// cp.async), both FP8 flavours, block sizes 16 and 32, lengths around tile and
+// split edges; and they write what one KV head a block writes, to the fast
+// bound.
+TEST_F(GpuFastAos, FusedHeadsMatchTheGoldenModel) {
+  using cuda::detail::FusedPolicy;
+  std::uint32_t seed = 301;
+  struct Case {
+    Preset preset;
+    int kv_heads, group, block_size;
+    Fp8Format fp8;
+  };
+  const Case cases[] = {{Preset::k4BitNc, 8, 4, 16, Fp8Format::kE4m3},  {Preset::k4BitNc, 16, 16, 32, Fp8Format::kE4m3},
+                        {Preset::kK3V4Nc, 8, 1, 16, Fp8Format::kE4m3},  {Preset::kK3V4Nc, 4, 8, 32, Fp8Format::kE4m3},
+                        {Preset::k3BitNc, 4, 4, 16, Fp8Format::kE4m3},  {Preset::kK8V4, 8, 4, 16, Fp8Format::kE4m3},
+                        {Preset::kK8V4, 4, 16, 16, Fp8Format::kE4b15}, {Preset::k4BitNc, 8, 1, 32, Fp8Format::kE4m3}};
+  for (const Case& c : cases) {
+    DecodeProblem p = make_problem(c.preset, 128, c.block_size, c.kv_heads, c.group, {1, 17, 300, 2049, 1027}, seed++,
+                                   LayoutKind::kAoS, c.fp8);
+    SCOPED_TRACE(describe(p));
+    std::vector<std::uint8_t> fused, unfused;
+    std::vector<float> fused_lse, unfused_lse;
+    for (const FusedPolicy policy : {FusedPolicy::kForce, FusedPolicy::kOff}) {
+      const FusedScope scope(policy);
+      DeviceDecode d(p);
+      cuda::DecodePlan::Impl impl;
+      ASSERT_TRUE(cuda::detail::make_plan(d.view(p), d.args, cuda::CudaMode::kFast, d.workspace, &impl).ok());
+      EXPECT_EQ(impl.params.fast_kv_heads_per_block,
+                policy == FusedPolicy::kForce && fusable(p.layout, 1) ? cuda::detail::fast_format_warps(p.layout.format.key_bits) : 1);
+      EXPECT_EQ(expect_fast_matches(p), "cuda:fast");
+      auto& out = policy == FusedPolicy::kForce ? fused : unfused;
+      auto& lse = policy == FusedPolicy::kForce ? fused_lse : unfused_lse;
+      ASSERT_TRUE(cuda::decode_from_host(p.view(), p.args(DType::kFloat32, out, lse), cuda::CudaMode::kFast).ok());
+    }
+    EXPECT_LE(rel_l2(widen(fused, DType::kFloat32), widen(unfused, DType::kFloat32)), 1e-3);
+  }
+  // Multi-token rows: one column tile (q_len 2 at GQA 4: one KV head a warp)
+  // and two (q_len 4: 4 KV heads a block, one or three warps a head).
+  for (const Preset preset : {Preset::k4BitNc, Preset::kK3V4Nc, Preset::kK8V4, Preset::k3BitNc}) {
+    for (const auto& [q_lens, window, tiles] : {std::tuple{std::vector<int>{2, 1, 2}, 0, 1},
+                                                std::tuple{std::vector<int>{2, 1, 2}, 300, 1},
+                                                std::tuple{std::vector<int>{4, 1, 4}, 0, 2},
+                                                std::tuple{std::vector<int>{4, 3, 4}, 300, 2}}) {
+      turboquant::testing::MultiSpec spec;
+      spec.base.format = preset_format(preset, 128, LayoutKind::kAoS);
+      spec.base.num_kv_heads = 8;
+      spec.base.group = 4;
+      spec.base.block_size = 16;
+      spec.base.seq_lens = {2049, 17, 1027};
+      spec.base.seed = seed++;
+      spec.q_lens = q_lens;
+      spec.window = window;
+      SCOPED_TRACE(spec.name());
+      const turboquant::testing::MultiProblem m = turboquant::testing::make_multi_problem(spec);
+      ASSERT_EQ(cuda::detail::fast_column_tiles(true, spec.base.group, m.rows, m.p.batch, 128), tiles);
+      const FusedScope scope(FusedPolicy::kForce);
+      EXPECT_EQ(fast_plan_of(m).params.fast_kv_heads_per_block,
+                fusable(m.p.layout, tiles) ? cuda::detail::fast_fused_kv_heads(tiles, spec.base.format.key_bits) : 1);
+      std::vector<float> out, lse, golden, golden_lse;
+      const DecodeArgs a = m.args(out, lse);
+      EXPECT_STREQ(cuda::decode_kernel_name(m.p.view(), a, cuda::CudaMode::kFast), "cuda:fast");
+      ASSERT_TRUE(cuda::decode_from_host(m.p.view(), a, cuda::CudaMode::kFast).ok());
+      ASSERT_TRUE(decode_reference(m.p.view(), m.args(golden, golden_lse)).ok());
+      const double err = rel_l2(out, golden);
+      std::printf("  %-64s fused, %d column tile(s): rel_l2 %.3g\n", spec.name().c_str(), tiles, err);
+      EXPECT_LE(err, 1e-3);
     }
   }
 }

@@ -75,7 +75,8 @@ FastWave fast_wave(const core::BlockLayout& l, bool has_query_start_loc, int row
 }
 
 // The cluster of the AoS head pacing (cluster_pace.cuh) for grid y = grid_y,
-// or 1 (PERFORMANCE.md rounds 20, 21 and 28 have the measurements).
+// or 1 (PERFORMANCE.md rounds 20, 21 and 28 have the measurements); plans of
+// fused heads (fused_heads_splits) are never paced.
 //   What: pace_capable instances, those of one column tile (single-token
 //   rows, and multi-token rows or windows of up to 8 columns a block): the
 //   tensor-copy ones (AoS 4bit_nc and k3v4_nc), whose boxes read whole 16-byte

@@ -44,10 +44,10 @@
 //
 // AoS slots of neighbouring KV heads share DRAM sectors and lines, so one
 // head a block reads them up to 1.6x over when the heads' blocks drift apart.
-// Two remedies: blocks of fused heads (kFused: one KV head a warp, all of a
-// split's tiles each, so one block reads the heads' slots of a token range
-// together; fast_plan.hpp's fast_fusable_heads, where their grid fills the
-// device), or else, for one head a block (pace_capable: the tensor-copy and
+// Two remedies: blocks of fused heads (kKvHeads > 1: a block takes several
+// KV heads, its warps dealt out to them, so one block reads the heads' slots
+// of a token range together; fast_plan.hpp's fast_fusable_heads, where their
+// grid fills the device), or else, for one head a block (pace_capable: the tensor-copy and
 // FP8 instances of one column tile, on devices of little DRAM bandwidth per
 // SM), clusters of the KV heads' blocks of one split that keep pace with each
 // other (cluster_pace.cuh).

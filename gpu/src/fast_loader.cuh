@@ -1,6 +1,6 @@
 // The fast decode's tile loader: each warp streams its own 16-token tiles
 // (WarpTiles: tile i of the split goes to warp i % kWarps, or, in a block of
-// fused heads, every tile of the split to each warp, one KV head a warp) into
+// fused heads, to the warps of each KV head in turn) into
 // a kStages-deep cp.async pipeline of shared-memory stages (FastTraits' stage
 // layout). The copy pattern of a lane is fixed for every tile, so it is
 // computed once; the cursor (page, slot, block id) advances by the warp's

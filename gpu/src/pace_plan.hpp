@@ -6,8 +6,9 @@
 
 namespace turboquant::cuda::detail {
 
-// The AoS head pacing of the fast decode (cluster_pace.cuh): the blocks of a
-// split's KV heads (grid y) run as clusters of a power of two up to the limit
+// The AoS head pacing of the fast decode (cluster_pace.cuh), for plans of one
+// KV head a block (blocks of fused heads, fast_plan.hpp, need none): the
+// blocks of a split's KV heads (grid y) run as clusters of a power of two up to the limit
 // (8: the portable cluster size) that divides grid y, and a warp arrives at
 // the cluster barrier every kPaceTiles of its tiles.
 inline constexpr int kPaceMaxCluster = 8;

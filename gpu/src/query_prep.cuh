@@ -10,7 +10,9 @@
 // stages h < 32 pair lanes l and l ^ h (a shuffle), the others pair a lane's
 // own registers. The same butterflies in the same stages give the same bits
 // (hadamard.hpp). A dense PiT runs core::rotate_forward itself, one thread
-// per row (slow; for old producers only).
+// per row (slow; for old producers only). prepare_warp_query_rows does the
+// same for the rows of one warp alone, into fp16 (the fast decode's blocks
+// of fused heads).
 #pragma once
 
 #include <cuda_fp16.h>

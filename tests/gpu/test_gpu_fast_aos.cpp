@@ -258,6 +258,21 @@ TEST_F(GpuFastAos, PacingChangesNoBit) {
   }
 }
 
+// Multi-token rows of an AoS cache of 8 KV heads at GQA 4 (block size 16,
+// three sequences of 2049, 17 and 1027 tokens) with q_lens and a window.
+turboquant::testing::MultiSpec aos_rows_spec(Preset preset, std::vector<int> q_lens, int window, std::uint32_t seed) {
+  turboquant::testing::MultiSpec spec;
+  spec.base.format = preset_format(preset, 128, LayoutKind::kAoS);
+  spec.base.num_kv_heads = 8;
+  spec.base.group = 4;
+  spec.base.block_size = 16;
+  spec.base.seq_lens = {2049, 17, 1027};
+  spec.base.seed = seed;
+  spec.q_lens = std::move(q_lens);
+  spec.window = window;
+  return spec;
+}
+
 // The multi-token rows' kernel of one column tile (q_len 2 at GQA 4: 8
 // columns a block), with and without a window, is paced as the single-token
 // one: the forced clusters give the unpaced bits, for the tensor-copy and FP8
@@ -268,15 +283,7 @@ TEST_F(GpuFastAos, PacedMultiTokenRowsChangeNoBit) {
   std::uint32_t seed = 91;
   for (const Preset preset : {Preset::k4BitNc, Preset::kK3V4Nc, Preset::kK8V4}) {
     for (const int window : {0, 300}) {
-      turboquant::testing::MultiSpec spec;
-      spec.base.format = preset_format(preset, 128, LayoutKind::kAoS);
-      spec.base.num_kv_heads = 8;
-      spec.base.group = 4;
-      spec.base.block_size = 16;
-      spec.base.seq_lens = {2049, 17, 1027};
-      spec.base.seed = seed++;
-      spec.q_lens = {2, 1, 2};
-      spec.window = window;
+      const turboquant::testing::MultiSpec spec = aos_rows_spec(preset, {2, 1, 2}, window, seed++);
       SCOPED_TRACE(spec.name());
       const turboquant::testing::MultiProblem m = turboquant::testing::make_multi_problem(spec);
       ASSERT_EQ(cuda::detail::fast_column_tiles(true, spec.base.group, m.rows, m.p.batch, 128), 1);
@@ -430,15 +437,7 @@ TEST_F(GpuFastAos, FusedHeadsMatchTheGoldenModel) {
                                                 std::tuple{std::vector<int>{2, 1, 2}, 300, 1},
                                                 std::tuple{std::vector<int>{4, 1, 4}, 0, 2},
                                                 std::tuple{std::vector<int>{4, 3, 4}, 300, 2}}) {
-      turboquant::testing::MultiSpec spec;
-      spec.base.format = preset_format(preset, 128, LayoutKind::kAoS);
-      spec.base.num_kv_heads = 8;
-      spec.base.group = 4;
-      spec.base.block_size = 16;
-      spec.base.seq_lens = {2049, 17, 1027};
-      spec.base.seed = seed++;
-      spec.q_lens = q_lens;
-      spec.window = window;
+      const turboquant::testing::MultiSpec spec = aos_rows_spec(preset, q_lens, window, seed++);
       SCOPED_TRACE(spec.name());
       const turboquant::testing::MultiProblem m = turboquant::testing::make_multi_problem(spec);
       ASSERT_EQ(cuda::detail::fast_column_tiles(true, spec.base.group, m.rows, m.p.batch, 128), tiles);

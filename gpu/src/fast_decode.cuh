@@ -175,7 +175,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     // The first warp of each head prepares its columns in fp16, in the region
     // the pair table then takes.
     __half* q16 = reinterpret_cast<__half*>(lut + head * T::kHeadPrepBytes);
-    if (warp < kKvHeads) prepare_warp_query_rows<D, T::kColumns>(p, cols.count, [&](int k) { return column_row(head, k); }, q16, lane);
+    if (warp < kKvHeads) {
+      prepare_warp_query_rows<D, T::kColumns>(p, cols.count, [&](int k) { return column_row(head, k); }, q16, lane);
+    }
     if constexpr (kHeadWarps > 1) __syncthreads();
     query_fragments<T>(q16, cols.count, g, c, qb);
     if constexpr (!T::kFp8) {

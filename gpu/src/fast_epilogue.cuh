@@ -65,7 +65,9 @@ __device__ __forceinline__ void fast_write_warp_partial(const DecodeParams& p,
     const float f0 = w.m0 == -core::kInf ? 0.0f : 1.0f;
     const float f1 = w.m1 == -core::kInf ? 0.0f : 1.0f;
 #pragma unroll
-    for (int j = 0; j < T::kMTiles; ++j) store_partial_fragment<T>(p, out, row_of, n, j, lane, rescaled_fragment(w, j, f0, f1));
+    for (int j = 0; j < T::kMTiles; ++j) {
+      store_partial_fragment<T>(p, out, row_of, n, j, lane, rescaled_fragment(w, j, f0, f1));
+    }
     const int k = T::kHeads * n + 2 * c;
     const core::PartialLayout pl = p.partials(T::kDim);
     if (g == 0 && k < out.columns) {
@@ -130,7 +132,9 @@ __device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWa
     const float f0 = w.m0 == -core::kInf ? 0.0f : fast_exp2(w.m0 - big0);
     const float f1 = w.m1 == -core::kInf ? 0.0f : fast_exp2(w.m1 - big1);
 #pragma unroll
-    for (int j = 0; j < T::kMTiles; ++j) frag[((warp * NT + n) * T::kMTiles + j) * 32 + lane] = rescaled_fragment(w, j, f0, f1);
+    for (int j = 0; j < T::kMTiles; ++j) {
+      frag[((warp * NT + n) * T::kMTiles + j) * 32 + lane] = rescaled_fragment(w, j, f0, f1);
+    }
   }
   __syncthreads();
   const core::PartialLayout pl = p.partials(T::kDim);

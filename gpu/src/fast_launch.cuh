@@ -118,7 +118,8 @@ cudaError_t launch_fast(const DecodeParams& p, const FastTensorMaps& maps, cudaS
     const bool rows = fast_rows_kernel(p.query_start_loc != nullptr, p.sliding_window);
     return with_kv_heads<T>(p, [&](auto heads) {
       constexpr int H = decltype(heads)::value;
-      return rows ? launch_fast_instance<T, true, H>(p, maps, stream) : launch_fast_instance<T, false, H>(p, maps, stream);
+      return rows ? launch_fast_instance<T, true, H>(p, maps, stream)
+                  : launch_fast_instance<T, false, H>(p, maps, stream);
     });
   }
 }

@@ -342,7 +342,8 @@ cuda::DecodePlan::Impl plan_of_shape(const BlockLayout& l, int num_q_heads, int 
 // `column_tiles` (the tests' problems: Hadamard rotation; on sm_90, where
 // tensor_copy_fits takes tensor copies).
 bool fusable(const BlockLayout& l, int column_tiles) {
-  return cuda::detail::fast_fusable_heads(l.aos(), column_tiles, l.format.key_bits, l.num_kv_heads, false,
+  return cuda::detail::fast_fusable_heads(l.aos(), l.format.head_dim, column_tiles, l.format.key_bits,
+                                          l.num_kv_heads, false,
                                           device_has_clusters() && cuda::detail::tensor_copy_fits(l));
 }
 
@@ -421,8 +422,8 @@ TEST_F(GpuFastAos, FusedHeadsMatchTheGoldenModel) {
       DeviceDecode d(p);
       cuda::DecodePlan::Impl impl;
       ASSERT_TRUE(cuda::detail::make_plan(d.view(p), d.args, cuda::CudaMode::kFast, d.workspace, &impl).ok());
-      EXPECT_EQ(impl.params.fast_kv_heads_per_block,
-                policy == FusedPolicy::kForce && fusable(p.layout, 1) ? cuda::detail::fast_format_warps(p.layout.format.key_bits) : 1);
+      const bool fuses = policy == FusedPolicy::kForce && fusable(p.layout, 1);
+      EXPECT_EQ(impl.params.fast_kv_heads_per_block, fuses ? cuda::detail::fast_format_warps(p.layout.format.key_bits) : 1);
       EXPECT_EQ(expect_fast_matches(p), "cuda:fast");
       auto& out = policy == FusedPolicy::kForce ? fused : unfused;
       auto& lse = policy == FusedPolicy::kForce ? fused_lse : unfused_lse;

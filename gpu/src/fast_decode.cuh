@@ -141,10 +141,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
   const core::TokenRange range = rows.split_range(p.plan_splits, split);
   if (range.empty()) return;
   const FastColumns cols = fast_columns(p, rows, kv_head, chunk * p.heads_per_block);
-  // Column k of the block's KV head h: its head row (query, partials).
+  // Column k of the warp's KV head: its head row (query, partials).
+  auto my_row = [&](int k) { return kRows ? cols.row(k) : cols.first_row + k; };  // one row: contiguous heads
+  // The same for the block's KV head h (the combine of a head's warps).
   auto column_row = [&](int h, int k) {
-    const FastColumns hc = kKvHeads == 1 ? cols : fast_columns(p, rows, first_kv_head + h, chunk * p.heads_per_block);
-    return kRows ? hc.row(k) : hc.first_row + k;  // one row: contiguous heads
+    const FastColumns hc = fast_columns(p, rows, first_kv_head + h, chunk * p.heads_per_block);
+    return kRows ? hc.row(k) : hc.first_row + k;
   };
   const std::int32_t* block_row = p.block_table + std::int64_t{rows.b} * p.max_blocks_per_seq;
 
@@ -169,15 +171,14 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
   // The pipeline's first stages go out before the preparation below.
   std::uint8_t* issue_stage = issue_first_stages<T>(loader, stages, tiles.count);
 
-  // Queries: prepared in fp32 exactly as the golden model.
+  // Queries: prepared in fp32 exactly as the golden model (fused heads keep
+  // them in fp16, the fragments' precision).
   std::uint32_t qb[T::kColumnTiles][T::kKSteps][2];
   if constexpr (kKvHeads > 1) {
     // The first warp of each head prepares its columns in fp16, in the region
     // the pair table then takes.
     __half* q16 = reinterpret_cast<__half*>(lut + head * T::kHeadPrepBytes);
-    if (warp < kKvHeads) {
-      prepare_warp_query_rows<D, T::kColumns>(p, cols.count, [&](int k) { return column_row(head, k); }, q16, lane);
-    }
+    if (warp < kKvHeads) prepare_warp_query_rows<D, T::kColumns>(p, cols.count, my_row, q16, lane);
     if constexpr (kHeadWarps > 1) __syncthreads();
     query_fragments<T>(q16, cols.count, g, c, qb);
     if constexpr (!T::kFp8) {
@@ -188,8 +189,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
   } else {
     if constexpr (!T::kFp8) build_pair_table<T>(p, lut, centroid_half, tid);
     // prepare_query_rows ends with a barrier, which also publishes the pair table.
-    prepare_query_rows<D, T::kColumns, T::kWarps>(p, cols.count, [&](int k) { return column_row(0, k); }, prep,
-                                                 prep + T::kColumns * D);
+    prepare_query_rows<D, T::kColumns, T::kWarps>(p, cols.count, my_row, prep, prep + T::kColumns * D);
     query_fragments<T>(prep, cols.count, g, c, qb);
   }
   FastTileInputs<T> in{lut, static_cast<std::uint32_t>((lane % T::kLutCopies) * 4), qb, {}};
@@ -205,7 +205,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
   loader.drain();
   const FastPartialTarget target{split, cols.count};
   if constexpr (kHeadWarps == 1) {
-    fast_write_warp_partial<T>(p, state, target, [&](int k) { return column_row(head, k); }, lane);
+    fast_write_warp_partial<T>(p, state, target, my_row, lane);
+  } else if constexpr (kKvHeads == 1) {
+    fast_write_partial<T, 1>(p, state, target, [&](int, int k) { return my_row(k); }, work, warp_max, warp_sum, tid);
   } else {
     fast_write_partial<T, kKvHeads>(p, state, target, column_row, work, warp_max, warp_sum, tid);
   }

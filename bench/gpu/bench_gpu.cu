@@ -4,10 +4,11 @@
 //
 //   bench_gpu [--csv FILE] [--reps N] [--quick] [--layout soa|aos|both]
 //             [--preset P] [--shape BxS[,BxS...]] [--mode fast|strict|encode|dequantize]
-//             [--q-len Q[,Q...]] [--no-expanded] [--sustained]
+//             [--q-len Q[,Q...]] [--no-expanded] [--sustained] [--head-dim D]
 //
 // Decode shapes (B x seq): 1x4096, 1x32768, 8x8192, 32x8192, 64x4096,
-// 16x32768; D 128, Hq 32, Hk 8, block 16, 32 splits, bf16 query and output.
+// 16x32768; D 128 (--head-dim: 64 or 256, named in the rows as "dD"), Hq 32,
+// Hk 8, block 16, 32 splits, bf16 query and output.
 // Every row is measured in both cache layouts by default (SoA, then AoS right
 // after it), and the summary gives the AoS / SoA time of each. CSV columns:
 // what,us,GBps,fraction_of_copy,layout (`what` does not name the layout, so
@@ -213,6 +214,7 @@ struct Row {
 std::vector<Row> g_rows;
 std::string g_only_mode;
 bool g_sustained = false;  // --sustained: decode rows also timed back to back
+int g_decode_dims = 128;   // --head-dim: the decode rows' head_dim
 std::FILE* g_csv = nullptr;
 
 void report(const std::string& what, LayoutKind layout, double us, double bytes, double ceiling) {
@@ -283,7 +285,7 @@ void release_row_buffer(void* p) {
 }
 
 void bench_decode(Preset preset, LayoutKind layout, Shape shape, double ceiling, int reps, cudaStream_t s) {
-  const int dims = 128, hk = 8, hq = 32, bs = 16, splits = 32;
+  const int dims = g_decode_dims, hk = 8, hq = 32, bs = 16, splits = 32;
   const BlockLayout l{preset_format(preset, dims, layout), bs, hk};
   const int blocks_per_seq = (shape.seq + bs - 1) / bs;
   const std::int64_t num_blocks = std::int64_t{shape.batch} * blocks_per_seq + 1;
@@ -359,6 +361,9 @@ void bench_decode(Preset preset, LayoutKind layout, Shape shape, double ceiling,
     char name[128];
     std::snprintf(name, sizeof name, "decode %-5s %-8s %2dx%-6d", cuda::mode_name(mode), preset_name(preset) + 11,
                   shape.batch, shape.seq);
+    if (dims != 128) {  // D 128 keeps the names of older binaries
+      std::snprintf(name + std::strlen(name), sizeof name - std::strlen(name), " d%d", dims);
+    }
     if (q_len > 1 || shape.expanded) {  // the plain decode keeps the names of older binaries
       std::snprintf(name + std::strlen(name), sizeof name - std::strlen(name), " q%d%s", q_len,
                     shape.expanded ? " expanded" : "");
@@ -525,6 +530,16 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = argv[++i];    // e.g. 16x32768,1x4096
     else if (!std::strcmp(argv[i], "--layout") && i + 1 < argc) layouts = argv[++i];     // soa | aos | both
     else if (!std::strcmp(argv[i], "--mode") && i + 1 < argc) only_mode = argv[++i];      // fast | strict | encode
+    else if (!std::strcmp(argv[i], "--head-dim") && i + 1 < argc) {                         // 64 | 128 | 256
+      g_decode_dims = std::atoi(argv[++i]);
+      const std::vector<int> dims = cuda::supported_head_dims();
+      if (std::find(dims.begin(), dims.end(), g_decode_dims) == dims.end()) {
+        std::fprintf(stderr, "bench_gpu: --head-dim %d: the CUDA kernels are built for", g_decode_dims);
+        for (int d : dims) std::fprintf(stderr, " %d", d);
+        std::fprintf(stderr, "\n");
+        return 1;
+      }
+    }
     else if (!std::strcmp(argv[i], "--q-len") && i + 1 < argc) {                            // e.g. 1,4,16
       q_lens.clear();
       for (char* t = std::strtok(argv[++i], ","); t != nullptr; t = std::strtok(nullptr, ",")) {

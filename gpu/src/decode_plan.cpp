@@ -324,8 +324,8 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
       if (fast_deep_pays_off(max_seq_tokens, splits)) p.fast_warps = kFastDeepWarps;
     }
     if (p.fast_warps == 0) splits = splits_for(0);
-    if (fast_fusable_heads(l.aos(), l.format.head_dim, column_tiles, l.format.key_bits, l.num_kv_heads,
-                           dense_rotation, p.tensor_copy)) {
+    if (fast_fusable_heads(l.aos(), column_tiles, l.format.key_bits, l.num_kv_heads, dense_rotation,
+                           p.tensor_copy)) {
       const std::int64_t fused = fused_heads_splits(l, out->has_query_start_loc, rows, group, column_tiles,
                                                     p.fast_warps, p.tensor_copy, max_seq_tokens, stride, splits);
       if (fused > 0) {

@@ -77,33 +77,28 @@ static_assert(fast_deep_pays_off(32768, 1) && fast_deep_pays_off(4096, 4) && fas
 // (PERFORMANCE.md round 29). KV heads must fill whole blocks; the Hadamard
 // rotation or FP8 keys (the block prepares its heads' queries in fp16: a
 // dense rotation needs the block's fp32 scratch); not the wide kernel.
-// head_dim 128 only, the one their tests and measurements ran at on a GPU
-// (round 29); the other head_dims keep one head a block until theirs have.
 // decode_plan.cpp takes them where their grid fills the device.
 inline constexpr int kFastFusedTwoTileHeads = 4;
 TQ_HD constexpr int fast_fused_kv_heads(int column_tiles, int key_bits) {
   return column_tiles == 1 ? fast_format_warps(key_bits) : kFastFusedTwoTileHeads;
 }
-inline constexpr int kFastFusedHeadDim = 128;
-TQ_HD constexpr bool fast_fusable_heads(bool aos, int head_dim, int column_tiles, int key_bits, int num_kv_heads,
+TQ_HD constexpr bool fast_fusable_heads(bool aos, int column_tiles, int key_bits, int num_kv_heads,
                                         bool dense_rotation, bool tensor_copy) {
-  return aos && head_dim == kFastFusedHeadDim && (column_tiles == 1 || column_tiles == 2) &&
+  return aos && (column_tiles == 1 || column_tiles == 2) &&
          (tensor_copy || key_bits == core::kFp8KeyBits) &&
          num_kv_heads % fast_fused_kv_heads(column_tiles, key_bits) == 0 && !dense_rotation;
 }
-// (aos, head_dim, column tiles, key bits, KV heads, dense rotation, tensor copies)
-static_assert(fast_fusable_heads(true, 128, 1, 4, 8, false, true) &&
-              fast_fusable_heads(true, 128, 1, 3, 4, false, true) &&
-              fast_fusable_heads(true, 128, 1, 8, 4, false, false) &&
-              fast_fusable_heads(true, 128, 2, 4, 4, false, true));
-static_assert(!fast_fusable_heads(true, 128, 1, 3, 4, false, false) &&
-              !fast_fusable_heads(true, 128, 1, 4, 4, false, true) &&
-              !fast_fusable_heads(false, 128, 1, 4, 8, false, true) &&
-              !fast_fusable_heads(true, 128, 8, 4, 8, false, true) &&
-              !fast_fusable_heads(true, 128, 1, 8, 8, true, false) &&
-              !fast_fusable_heads(true, 128, 2, 4, 6, false, true) &&
-              !fast_fusable_heads(true, 64, 1, 4, 8, false, true) &&
-              !fast_fusable_heads(true, 256, 1, 8, 8, false, false));
+// (aos, column tiles, key bits, KV heads, dense rotation, tensor copies)
+static_assert(fast_fusable_heads(true, 1, 4, 8, false, true) &&
+              fast_fusable_heads(true, 1, 3, 4, false, true) &&
+              fast_fusable_heads(true, 1, 8, 4, false, false) &&
+              fast_fusable_heads(true, 2, 4, 4, false, true));
+static_assert(!fast_fusable_heads(true, 1, 3, 4, false, false) &&
+              !fast_fusable_heads(true, 1, 4, 4, false, true) &&
+              !fast_fusable_heads(false, 1, 4, 8, false, true) &&
+              !fast_fusable_heads(true, 8, 4, 8, false, true) &&
+              !fast_fusable_heads(true, 1, 8, 8, true, false) &&
+              !fast_fusable_heads(true, 2, 4, 6, false, true));
 
 // Whether a fast decode runs the kRows instance (masked columns: multi-token
 // rows, windows) rather than the single-token one (fast_launch.cuh).

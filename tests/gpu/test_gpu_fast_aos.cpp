@@ -260,9 +260,10 @@ TEST_F(GpuFastAos, PacingChangesNoBit) {
 
 // Multi-token rows of an AoS cache of 8 KV heads at GQA 4 (block size 16,
 // three sequences of 2049, 17 and 1027 tokens) with q_lens and a window.
-turboquant::testing::MultiSpec aos_rows_spec(Preset preset, std::vector<int> q_lens, int window, std::uint32_t seed) {
+turboquant::testing::MultiSpec aos_rows_spec(Preset preset, std::vector<int> q_lens, int window, std::uint32_t seed,
+                                             int head_dim = 128) {
   turboquant::testing::MultiSpec spec;
-  spec.base.format = preset_format(preset, 128, LayoutKind::kAoS);
+  spec.base.format = preset_format(preset, head_dim, LayoutKind::kAoS);
   spec.base.num_kv_heads = 8;
   spec.base.group = 4;
   spec.base.block_size = 16;
@@ -342,8 +343,7 @@ cuda::DecodePlan::Impl plan_of_shape(const BlockLayout& l, int num_q_heads, int 
 // `column_tiles` (the tests' problems: Hadamard rotation; on sm_90, where
 // tensor_copy_fits takes tensor copies).
 bool fusable(const BlockLayout& l, int column_tiles) {
-  return cuda::detail::fast_fusable_heads(l.aos(), l.format.head_dim, column_tiles, l.format.key_bits,
-                                          l.num_kv_heads, false,
+  return cuda::detail::fast_fusable_heads(l.aos(), column_tiles, l.format.key_bits, l.num_kv_heads, false,
                                           device_has_clusters() && cuda::detail::tensor_copy_fits(l));
 }
 
@@ -391,14 +391,12 @@ TEST_F(GpuFastAos, PlansFusedHeadsWhereTheirGridFillsTheDevice) {
 }
 
 // Blocks of fused heads decode every fusable AoS preset (3bit_nc checks that
-// it keeps one head a block) within the fast bound of the
-// golden model: single-token rows (GQA 1, 4, 16: one and two head chunks; one
-// and two head blocks), multi-token rows and windows of one and two column
-// tiles, both
-// loaders (Hk 8: tensor copies for 4bit_nc and k3v4_nc; 3bit_nc and k8v4 by
-// cp.async), both FP8 flavours, block sizes 16 and 32, lengths around tile and
-// split edges; and they write what one KV head a block writes, to the fast
-// bound.
+// it keeps one head a block) within the fast bound of the golden model, at
+// every head_dim: single-token rows (GQA 1, 4, 16: one and two head chunks;
+// one and two head blocks), both loaders (Hk 8: tensor copies for 4bit_nc and
+// k3v4_nc; 3bit_nc and k8v4 by cp.async), both FP8 flavours, block sizes 16
+// and 32, lengths around tile and split edges; and they write what one KV head
+// a block writes, to the fast bound.
 TEST_F(GpuFastAos, FusedHeadsMatchTheGoldenModel) {
   using cuda::detail::FusedPolicy;
   std::uint32_t seed = 301;
@@ -411,48 +409,61 @@ TEST_F(GpuFastAos, FusedHeadsMatchTheGoldenModel) {
                         {Preset::kK3V4Nc, 8, 1, 16, Fp8Format::kE4m3},  {Preset::kK3V4Nc, 4, 8, 32, Fp8Format::kE4m3},
                         {Preset::k3BitNc, 4, 4, 16, Fp8Format::kE4m3},  {Preset::kK8V4, 8, 4, 16, Fp8Format::kE4m3},
                         {Preset::kK8V4, 4, 16, 16, Fp8Format::kE4b15}, {Preset::k4BitNc, 8, 1, 32, Fp8Format::kE4m3}};
-  for (const Case& c : cases) {
-    DecodeProblem p = make_problem(c.preset, 128, c.block_size, c.kv_heads, c.group, {1, 17, 300, 2049, 1027}, seed++,
-                                   LayoutKind::kAoS, c.fp8);
-    SCOPED_TRACE(describe(p));
-    std::vector<std::uint8_t> fused, unfused;
-    std::vector<float> fused_lse, unfused_lse;
-    for (const FusedPolicy policy : {FusedPolicy::kForce, FusedPolicy::kOff}) {
-      const FusedScope scope(policy);
-      DeviceDecode d(p);
-      cuda::DecodePlan::Impl impl;
-      ASSERT_TRUE(cuda::detail::make_plan(d.view(p), d.args, cuda::CudaMode::kFast, d.workspace, &impl).ok());
-      const bool fuses = policy == FusedPolicy::kForce && fusable(p.layout, 1);
-      EXPECT_EQ(impl.params.fast_kv_heads_per_block, fuses ? cuda::detail::fast_format_warps(p.layout.format.key_bits) : 1);
-      EXPECT_EQ(expect_fast_matches(p), "cuda:fast");
-      auto& out = policy == FusedPolicy::kForce ? fused : unfused;
-      auto& lse = policy == FusedPolicy::kForce ? fused_lse : unfused_lse;
-      ASSERT_TRUE(cuda::decode_from_host(p.view(), p.args(DType::kFloat32, out, lse), cuda::CudaMode::kFast).ok());
+  for (const int dims : cuda::supported_head_dims()) {
+    for (const Case& c : cases) {
+      DecodeProblem p = make_problem(c.preset, dims, c.block_size, c.kv_heads, c.group, {1, 17, 300, 2049, 1027},
+                                     seed++, LayoutKind::kAoS, c.fp8);
+      SCOPED_TRACE(describe(p));
+      std::vector<std::uint8_t> fused, unfused;
+      std::vector<float> fused_lse, unfused_lse;
+      for (const FusedPolicy policy : {FusedPolicy::kForce, FusedPolicy::kOff}) {
+        const FusedScope scope(policy);
+        DeviceDecode d(p);
+        cuda::DecodePlan::Impl impl;
+        ASSERT_TRUE(cuda::detail::make_plan(d.view(p), d.args, cuda::CudaMode::kFast, d.workspace, &impl).ok());
+        const bool fuses = policy == FusedPolicy::kForce && fusable(p.layout, 1);
+        EXPECT_EQ(impl.params.fast_kv_heads_per_block,
+                  fuses ? cuda::detail::fast_format_warps(p.layout.format.key_bits) : 1);
+        EXPECT_EQ(expect_fast_matches(p), "cuda:fast");
+        auto& out = policy == FusedPolicy::kForce ? fused : unfused;
+        auto& lse = policy == FusedPolicy::kForce ? fused_lse : unfused_lse;
+        ASSERT_TRUE(cuda::decode_from_host(p.view(), p.args(DType::kFloat32, out, lse), cuda::CudaMode::kFast).ok());
+      }
+      EXPECT_LE(rel_l2(widen(fused, DType::kFloat32), widen(unfused, DType::kFloat32)), 1e-3);
     }
-    EXPECT_LE(rel_l2(widen(fused, DType::kFloat32), widen(unfused, DType::kFloat32)), 1e-3);
   }
-  // Multi-token rows: one column tile (q_len 2 at GQA 4: one KV head a warp)
-  // and two (q_len 4: 4 KV heads a block, one or three warps a head).
-  for (const Preset preset : {Preset::k4BitNc, Preset::kK3V4Nc, Preset::kK8V4, Preset::k3BitNc}) {
-    for (const auto& [q_lens, window, tiles] : {std::tuple{std::vector<int>{2, 1, 2}, 0, 1},
-                                                std::tuple{std::vector<int>{2, 1, 2}, 300, 1},
-                                                std::tuple{std::vector<int>{4, 1, 4}, 0, 2},
-                                                std::tuple{std::vector<int>{4, 3, 4}, 300, 2}}) {
-      const turboquant::testing::MultiSpec spec = aos_rows_spec(preset, q_lens, window, seed++);
-      SCOPED_TRACE(spec.name());
-      const turboquant::testing::MultiProblem m = turboquant::testing::make_multi_problem(spec);
-      ASSERT_EQ(cuda::detail::fast_column_tiles(true, spec.base.group, m.rows, m.p.batch, 128), tiles);
-      const FusedScope scope(FusedPolicy::kForce);
-      EXPECT_EQ(fast_plan_of(m).params.fast_kv_heads_per_block,
-                fusable(m.p.layout, tiles) ? cuda::detail::fast_fused_kv_heads(tiles, spec.base.format.key_bits) : 1);
-      std::vector<float> out, lse, golden, golden_lse;
-      const DecodeArgs a = m.args(out, lse);
-      EXPECT_STREQ(cuda::decode_kernel_name(m.p.view(), a, cuda::CudaMode::kFast), "cuda:fast");
-      ASSERT_TRUE(cuda::decode_from_host(m.p.view(), a, cuda::CudaMode::kFast).ok());
-      ASSERT_TRUE(decode_reference(m.p.view(), m.args(golden, golden_lse)).ok());
-      const double err = rel_l2(out, golden);
-      std::printf("  %-64s fused, %d column tile(s): rel_l2 %.3g\n", spec.name().c_str(), tiles, err);
-      EXPECT_LE(err, 1e-3);
+}
+
+// Multi-token rows and windows in blocks of fused heads, at every head_dim:
+// one column tile (q_len 2 at GQA 4: one KV head a warp) and two (q_len 4: 4
+// KV heads a block, one or three warps a head; one tile at the head_dims
+// without two, fast_has_two_column_tiles), within the fast bound of the
+// golden model.
+TEST_F(GpuFastAos, FusedMultiTokenRowsMatchTheGoldenModel) {
+  const FusedScope scope(cuda::detail::FusedPolicy::kForce);
+  std::uint32_t seed = 401;
+  for (const int dims : cuda::supported_head_dims()) {
+    for (const Preset preset : {Preset::k4BitNc, Preset::kK3V4Nc, Preset::kK8V4, Preset::k3BitNc}) {
+      for (const auto& [q_lens, window, two_tiles] : {std::tuple{std::vector<int>{2, 1, 2}, 0, false},
+                                                      std::tuple{std::vector<int>{2, 1, 2}, 300, false},
+                                                      std::tuple{std::vector<int>{4, 1, 4}, 0, true},
+                                                      std::tuple{std::vector<int>{4, 3, 4}, 300, true}}) {
+        const turboquant::testing::MultiSpec spec = aos_rows_spec(preset, q_lens, window, seed++, dims);
+        SCOPED_TRACE(spec.name());
+        const turboquant::testing::MultiProblem m = turboquant::testing::make_multi_problem(spec);
+        const int tiles = two_tiles && cuda::detail::fast_has_two_column_tiles(dims) ? 2 : 1;
+        ASSERT_EQ(cuda::detail::fast_column_tiles(true, spec.base.group, m.rows, m.p.batch, dims), tiles);
+        EXPECT_EQ(fast_plan_of(m).params.fast_kv_heads_per_block,
+                  fusable(m.p.layout, tiles) ? cuda::detail::fast_fused_kv_heads(tiles, spec.base.format.key_bits) : 1);
+        std::vector<float> out, lse, golden, golden_lse;
+        const DecodeArgs a = m.args(out, lse);
+        EXPECT_STREQ(cuda::decode_kernel_name(m.p.view(), a, cuda::CudaMode::kFast), "cuda:fast");
+        ASSERT_TRUE(cuda::decode_from_host(m.p.view(), a, cuda::CudaMode::kFast).ok());
+        ASSERT_TRUE(decode_reference(m.p.view(), m.args(golden, golden_lse)).ok());
+        const double err = rel_l2(out, golden);
+        std::printf("  %-64s fused, %d column tile(s): rel_l2 %.3g\n", spec.name().c_str(), tiles, err);
+        EXPECT_LE(err, 1e-3);
+      }
     }
   }
 }

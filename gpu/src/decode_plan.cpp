@@ -113,9 +113,11 @@ int pace_cluster_for(const core::BlockLayout& l, int grid_y, bool tensor_copy, i
 // 0 where the plan keeps one KV head a block: under FusedPolicy::kAuto, fused
 // blocks are taken where their non-empty splits (of the longest sequence the
 // block table holds) give at least as many blocks as the unfused plan's
-// `unfused_splits`, up to one wave: each warp then streams as many tiles as
-// it would unfused. Small batches of short sequences (1 x 4096: 64 fused
-// blocks of the 64-token minimum split against 256) keep one head a block.
+// `unfused_splits`, up to one wave, and each warp streams a long run of its
+// head's tiles (fast_fused_pays_off). Small batches of short sequences keep
+// one head a block (1 x 4096: 64 fused blocks of the 64-token minimum split
+// against 256; with multi-token rows, 128 fused blocks but 64 tokens a warp;
+// 8 x 8192: 256 tokens a warp).
 std::int64_t fused_heads_splits(const core::BlockLayout& l, bool has_query_start_loc, int rows, int group,
                                 int column_tiles, int warps, bool tensor_copy, std::int64_t max_seq_tokens, int stride,
                                 std::int64_t unfused_splits) {
@@ -129,8 +131,11 @@ std::int64_t fused_heads_splits(const core::BlockLayout& l, bool has_query_start
   const int tokens = static_cast<int>(std::min<std::int64_t>(max_seq_tokens, INT_MAX));
   const std::int64_t fused_blocks = units * plan_nonempty(true, tokens, static_cast<int>(splits));
   const std::int64_t unfused_blocks = w.units * plan_nonempty(true, tokens, static_cast<int>(unfused_splits));
-  if (policy == FusedPolicy::kForce || fused_blocks >= std::min(w.resident, unfused_blocks)) return splits;
-  return 0;
+  const int warps_per_head =
+      (warps > 0 ? warps : fast_format_warps(l.format.key_bits)) / fast_fused_kv_heads(column_tiles, l.format.key_bits);
+  if (policy == FusedPolicy::kForce) return splits;
+  const bool busy = fused_blocks >= std::min(w.resident, unfused_blocks);
+  return busy && fast_fused_pays_off(max_seq_tokens, splits, warps_per_head) ? splits : 0;
 }
 
 std::size_t shape_bytes(std::int64_t count, std::size_t element_bytes) {
@@ -324,8 +329,8 @@ Status make_plan(const ConstCacheView& cache, const DecodeArgs& a, CudaMode mode
       if (fast_deep_pays_off(max_seq_tokens, splits)) p.fast_warps = kFastDeepWarps;
     }
     if (p.fast_warps == 0) splits = splits_for(0);
-    if (fast_fusable_heads(l.aos(), column_tiles, l.format.key_bits, l.num_kv_heads, dense_rotation,
-                           p.tensor_copy)) {
+    if (fast_fusable_heads(l.aos(), l.format.head_dim, column_tiles, l.format.key_bits, l.num_kv_heads,
+                           dense_rotation, p.tensor_copy)) {
       const std::int64_t fused = fused_heads_splits(l, out->has_query_start_loc, rows, group, column_tiles,
                                                     p.fast_warps, p.tensor_copy, max_seq_tokens, stride, splits);
       if (fused > 0) {

@@ -77,28 +77,53 @@ static_assert(fast_deep_pays_off(32768, 1) && fast_deep_pays_off(4096, 4) && fas
 // (PERFORMANCE.md round 29). KV heads must fill whole blocks; the Hadamard
 // rotation or FP8 keys (the block prepares its heads' queries in fp16: a
 // dense rotation needs the block's fp32 scratch); not the wide kernel.
-// decode_plan.cpp takes them where their grid fills the device.
+// head_dim up to kFastFusedMaxHeadDim: a head_dim 256 slot spans four or more
+// 64-byte lines of its own, and fused blocks there ran 1.0-1.07x the unfused
+// time on an H100 (k3v4_nc, k8v4; PERFORMANCE.md round 30), while at 64 and 128 they
+// ran 0.82-1.03x (head_dim 64: 0.87-0.95x for the tensor-copy rows, 1.00-1.03x for FP8).
+// decode_plan.cpp takes them where their grid fills the device and each warp
+// streams a long run of its head's tiles (fast_fused_pays_off).
 inline constexpr int kFastFusedTwoTileHeads = 4;
 TQ_HD constexpr int fast_fused_kv_heads(int column_tiles, int key_bits) {
   return column_tiles == 1 ? fast_format_warps(key_bits) : kFastFusedTwoTileHeads;
 }
-TQ_HD constexpr bool fast_fusable_heads(bool aos, int column_tiles, int key_bits, int num_kv_heads,
+// A fused block fills the device with kKvHeads times the splits of one head a
+// block, so its splits are that much shorter; its fixed costs (the heads'
+// queries, the pair table, the per-head combine of the warps) and the merge of
+// the extra splits then weigh against the shared lines it saves unless each
+// warp streams at least kFastFusedMinWarpTokens of its head. On H100s
+// (PERFORMANCE.md rounds 29-30) warps of 1024 tokens or more gained (32 x 8192
+// and 16 x 32768: 0.82-1.0x the unfused time), warps of 341 or fewer lost
+// (8 x 8192 q_len 1-8: 1.05-1.23x; 1 x 4096 q_len 4-16: 1.4-2.1x).
+// warps_per_head: the block's warps over its KV heads.
+inline constexpr int kFastFusedMinWarpTokens = 512;
+TQ_HD constexpr bool fast_fused_pays_off(std::int64_t max_seq_tokens, std::int64_t splits, int warps_per_head) {
+  return max_seq_tokens / (splits > 1 ? splits : 1) / (warps_per_head > 1 ? warps_per_head : 1) >=
+         kFastFusedMinWarpTokens;
+}
+static_assert(fast_fused_pays_off(8192, 8, 1) && fast_fused_pays_off(32768, 4, 3) &&
+              !fast_fused_pays_off(8192, 32, 1) && !fast_fused_pays_off(8192, 8, 3) &&
+              !fast_fused_pays_off(4096, 32, 2));
+inline constexpr int kFastFusedMaxHeadDim = 128;
+TQ_HD constexpr bool fast_fusable_heads(bool aos, int head_dim, int column_tiles, int key_bits, int num_kv_heads,
                                         bool dense_rotation, bool tensor_copy) {
-  return aos && (column_tiles == 1 || column_tiles == 2) &&
+  return aos && head_dim <= kFastFusedMaxHeadDim && (column_tiles == 1 || column_tiles == 2) &&
          (tensor_copy || key_bits == core::kFp8KeyBits) &&
          num_kv_heads % fast_fused_kv_heads(column_tiles, key_bits) == 0 && !dense_rotation;
 }
-// (aos, column tiles, key bits, KV heads, dense rotation, tensor copies)
-static_assert(fast_fusable_heads(true, 1, 4, 8, false, true) &&
-              fast_fusable_heads(true, 1, 3, 4, false, true) &&
-              fast_fusable_heads(true, 1, 8, 4, false, false) &&
-              fast_fusable_heads(true, 2, 4, 4, false, true));
-static_assert(!fast_fusable_heads(true, 1, 3, 4, false, false) &&
-              !fast_fusable_heads(true, 1, 4, 4, false, true) &&
-              !fast_fusable_heads(false, 1, 4, 8, false, true) &&
-              !fast_fusable_heads(true, 8, 4, 8, false, true) &&
-              !fast_fusable_heads(true, 1, 8, 8, true, false) &&
-              !fast_fusable_heads(true, 2, 4, 6, false, true));
+// (aos, head_dim, column tiles, key bits, KV heads, dense rotation, tensor copies)
+static_assert(fast_fusable_heads(true, 128, 1, 4, 8, false, true) &&
+              fast_fusable_heads(true, 128, 1, 3, 4, false, true) &&
+              fast_fusable_heads(true, 128, 1, 8, 4, false, false) &&
+              fast_fusable_heads(true, 128, 2, 4, 4, false, true));
+static_assert(!fast_fusable_heads(true, 128, 1, 3, 4, false, false) &&
+              !fast_fusable_heads(true, 128, 1, 4, 4, false, true) &&
+              !fast_fusable_heads(false, 128, 1, 4, 8, false, true) &&
+              !fast_fusable_heads(true, 128, 8, 4, 8, false, true) &&
+              !fast_fusable_heads(true, 128, 1, 8, 8, true, false) &&
+              !fast_fusable_heads(true, 128, 2, 4, 6, false, true) &&
+              !fast_fusable_heads(true, 256, 1, 8, 4, false, false));
+static_assert(fast_fusable_heads(true, 64, 2, 4, 8, false, true));
 
 // Whether a fast decode runs the kRows instance (masked columns: multi-token
 // rows, windows) rather than the single-token one (fast_launch.cuh).

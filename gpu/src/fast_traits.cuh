@@ -136,7 +136,7 @@ struct FastTraits {
   static constexpr int kFusedKvHeads = fast_fused_kv_heads(NT, KB);
   static constexpr int kHeadPrepBytes = kColumns * D * 2;
   static constexpr bool kFusableHeads =
-      kAos && NT <= 2 && (TC || kFp8) && kWarps % kFusedKvHeads == 0;
+      kAos && D <= kFastFusedMaxHeadDim && NT <= 2 && (TC || kFp8) && kWarps % kFusedKvHeads == 0;
   static_assert(!kFusableHeads || kFusedKvHeads * kHeadPrepBytes <= kLutBytes + kPrepBytes, "the heads' queries fit");
   static_assert(kPrepOffset == kLutOffset + kLutBytes, "the fused heads' query regions");
   static_assert(kAos || kRecordBytes % 4 == 0, "SoA records must allow 4-byte copies");

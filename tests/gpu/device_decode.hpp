@@ -14,17 +14,18 @@ namespace tq_gpu_test {
 // Device copies of a DecodeProblem's buffers (cache and tables uploaded; query
 // and seq_lens uploaded by the caller when it wants) and DecodeArgs naming them.
 // The cache may start cache_offset bytes past the allocation's (aligned) start.
+// Buffers are sized for the problem's head_dim.
 struct DeviceDecode {
-  static constexpr int kDims = 128;
+  static constexpr int kDims = 128;  // the head_dim of the tests that need only one
+  int dims;                          // the problem's head_dim
   DeviceMem cache, query, table, lens, out, lse, work;
   DecodeArgs args;
   MutableBuffer workspace;
   std::size_t cache_offset;
   explicit DeviceDecode(const DecodeProblem& p, std::size_t offset = 0)
-      : cache(p.cache.size() + offset), query(p.query.size()), table(p.block_table.size() * 4), lens(p.seq_lens.size() * 4),
-        out(p.rows() * kDims * 4), lse(p.rows() * 4),
-        work(cuda::decode_workspace_bytes(p.batch, p.num_q_heads, p.num_splits, kDims)), cache_offset(offset) {
-    EXPECT_EQ(p.layout.format.head_dim, kDims);
+      : dims(p.layout.format.head_dim), cache(p.cache.size() + offset), query(p.query.size()),
+        table(p.block_table.size() * 4), lens(p.seq_lens.size() * 4), out(p.rows() * dims * 4), lse(p.rows() * 4),
+        work(cuda::decode_workspace_bytes(p.batch, p.num_q_heads, p.num_splits, dims)), cache_offset(offset) {
     EXPECT_EQ(cudaMemcpy(cache_data(), p.cache.data(), p.cache.size(), cudaMemcpyHostToDevice), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(table.p, p.block_table.data(), p.block_table.size() * 4, cudaMemcpyHostToDevice),
               cudaSuccess);
@@ -36,9 +37,9 @@ struct DeviceDecode {
     args.seq_lens = {lens.p, p.seq_lens.size() * 4};
     args.softmax_scale = p.softmax_scale;
     args.num_splits = p.num_splits;
-    args.out = {out.p, p.rows() * kDims * 4};
+    args.out = {out.p, p.rows() * dims * 4};
     args.lse = {lse.p, p.rows() * 4};
-    workspace = {work.p, cuda::decode_workspace_bytes(p.batch, p.num_q_heads, p.num_splits, kDims)};
+    workspace = {work.p, cuda::decode_workspace_bytes(p.batch, p.num_q_heads, p.num_splits, dims)};
   }
   std::uint8_t* cache_data() const { return static_cast<std::uint8_t*>(cache.p) + cache_offset; }
   ConstCacheView view(const DecodeProblem& p) const { return ConstCacheView(p.layout, cache_data(), p.num_blocks); }
@@ -49,7 +50,7 @@ struct DeviceDecode {
 // decode_reference of p: strict bitwise, fast within relative L2 1e-3.
 inline void expect_matches_reference(const DecodeProblem& p, const DeviceDecode& d, turboquant::cuda::CudaMode mode,
                                      const std::string& what) {
-  std::vector<float> got(p.rows() * DeviceDecode::kDims), got_lse(p.rows());
+  std::vector<float> got(p.rows() * d.dims), got_lse(p.rows());
   ASSERT_EQ(cudaMemcpy(got.data(), d.out.p, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess) << what;
   ASSERT_EQ(cudaMemcpy(got_lse.data(), d.lse.p, got_lse.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess) << what;
   std::vector<std::uint8_t> ref_out;

@@ -74,7 +74,9 @@ TEST_F(GpuFastAos, EveryPresetAndPhaseRunsFastWithinTolerance) {
         std::printf("  loader: %s\n", loader_of(p));
         // 8 KV heads at head_dim 128: tensor copies for 4bit_nc and k3v4_nc (tensor_copy_format).
         const bool tensor = hk == 8 && dims == 128 && (preset == Preset::k4BitNc || preset == Preset::kK3V4Nc);
-        if (hk == 2 || (hk == 8 && dims == 128)) EXPECT_STREQ(loader_of(p), tensor ? "tensor copies" : "cp.async");
+        if (hk == 2 || (hk == 8 && dims == 128)) {
+          EXPECT_STREQ(loader_of(p), tensor ? "tensor copies" : "cp.async");
+        }
         tensor_copy_runs += cuda::detail::tensor_copy_fits(p.layout);
         EXPECT_EQ(expect_fast_matches(p), "cuda:fast");
       }
@@ -237,7 +239,9 @@ TEST_F(GpuFastAos, PacingChangesNoBit) {
     SCOPED_TRACE(describe(p));
     auto run = [&](cuda::detail::PacePolicy policy, std::vector<std::uint8_t>& out, std::vector<float>& lse) {
       const PaceScope scope(policy);
-      if (device_has_clusters()) EXPECT_EQ(planned_cluster(p) > 1, policy.max_cluster > 1 && policy.force);
+      if (device_has_clusters()) {
+        EXPECT_EQ(planned_cluster(p) > 1, policy.max_cluster > 1 && policy.force);
+      }
       const DecodeArgs a = p.args(DType::kFloat32, out, lse);
       EXPECT_STREQ(cuda::decode_kernel_name(p.view(), a, cuda::CudaMode::kFast), "cuda:fast");
       const Status st = cuda::decode_from_host(p.view(), a, cuda::CudaMode::kFast);
@@ -312,20 +316,27 @@ TEST_F(GpuFastAos, PacedMultiTokenRowsChangeNoBit) {
   }
 }
 
-// The fast plan of a decode of `batch` rows of `num_q_heads` over block tables
-// of max_blocks pages of layout l. make_plan reads no buffer, only where each
-// pointer lives: device allocations of the arguments' sizes (one cache block).
-cuda::DecodePlan::Impl plan_of_shape(const BlockLayout& l, int num_q_heads, int batch, int max_blocks) {
+// The fast plan of a decode of `batch` sequences of q_len query rows (> 1:
+// query_start_loc) of `num_q_heads` over block tables of max_blocks pages of
+// layout l. make_plan reads no buffer, only where each pointer lives: device
+// allocations of the arguments' sizes (one cache block).
+cuda::DecodePlan::Impl plan_of_shape(const BlockLayout& l, int num_q_heads, int batch, int max_blocks, int q_len = 1) {
   const int dims = l.format.head_dim;
+  const int rows = batch * q_len;
   DecodeArgs a;
   a.batch = batch;
   a.num_q_heads = num_q_heads;
   a.max_blocks_per_seq = max_blocks;
   a.softmax_scale = 0.125f;
-  const std::size_t rows_bytes = std::size_t{4} * batch * num_q_heads;
-  const std::size_t work_bytes = cuda::decode_workspace_bytes(batch, num_q_heads, a.num_splits, dims);
+  const std::size_t rows_bytes = std::size_t{4} * rows * num_q_heads;
+  const std::size_t work_bytes = cuda::decode_workspace_bytes(rows, num_q_heads, a.num_splits, dims);
   DeviceMem cache(l.block_bytes()), query(rows_bytes * dims), table(std::size_t{4} * batch * max_blocks),
-      lens(std::size_t{4} * batch), o(rows_bytes * dims), lse(rows_bytes), work(work_bytes);
+      lens(std::size_t{4} * batch), o(rows_bytes * dims), lse(rows_bytes), work(work_bytes),
+      starts(std::size_t{4} * (batch + 1));
+  if (q_len > 1) {
+    a.query_start_loc = {starts.p, std::size_t{4} * (batch + 1)};
+    a.num_query_rows = rows;
+  }
   a.query = {query.p, rows_bytes * dims};
   a.block_table = {table.p, std::size_t{4} * batch * max_blocks};
   a.seq_lens = {lens.p, std::size_t{4} * batch};
@@ -343,44 +354,53 @@ cuda::DecodePlan::Impl plan_of_shape(const BlockLayout& l, int num_q_heads, int 
 // `column_tiles` (the tests' problems: Hadamard rotation; on sm_90, where
 // tensor_copy_fits takes tensor copies).
 bool fusable(const BlockLayout& l, int column_tiles) {
-  return cuda::detail::fast_fusable_heads(l.aos(), column_tiles, l.format.key_bits, l.num_kv_heads, false,
+  return cuda::detail::fast_fusable_heads(l.aos(), l.format.head_dim, column_tiles, l.format.key_bits,
+                                          l.num_kv_heads, false,
                                           device_has_clusters() && cuda::detail::tensor_copy_fits(l));
 }
 
 // Fused heads (one KV head a warp, fast_plan.hpp's fast_fusable_heads): the
 // plan takes them for AoS caches whose KV heads fill whole blocks where their
 // grid is as busy as one KV head a block (32 x 8192 and 16 x 32768 at Hk 8:
-// 256 blocks either way on a 132-SM device), never unpaced-vs-paced at once,
-// and keeps one head a block for a short single sequence (1 x 4096: 64 fused
-// blocks against 256), SoA, the cp.async instances of Lloyd-Max keys (3bit_nc;
-// k3v4_nc at Hk 4, whose token stride is no multiple of 16) and KV heads that
-// do not fill a block.
+// 256 blocks either way on a 132-SM device) and each warp streams a long run
+// of its head (fast_fused_pays_off), never paced, and keeps one head a block
+// for a short single sequence (1 x 4096: 64 fused blocks against 256; q_len 4
+// and 8: 64 tokens a warp), 8 x 8192 (256 tokens a warp; q_len 4: 341), SoA,
+// the cp.async instances of Lloyd-Max keys (3bit_nc; k3v4_nc at Hk 4, whose
+// token stride is no multiple of 16) and KV heads that do not fill a block.
 TEST_F(GpuFastAos, PlansFusedHeadsWhereTheirGridFillsTheDevice) {
   using cuda::detail::FusedPolicy;
   struct Case {
     Preset preset;
     LayoutKind layout;
-    int kv_heads, batch, tokens;
+    int kv_heads, batch, tokens, q_len;
     bool fused;  // under kAuto
     bool fusable;
   };
-  const Case cases[] = {{Preset::k4BitNc, LayoutKind::kAoS, 8, 32, 8192, true, true},
-                        {Preset::k4BitNc, LayoutKind::kAoS, 8, 16, 32768, true, true},
-                        {Preset::kK8V4, LayoutKind::kAoS, 8, 16, 32768, true, true},
-                        {Preset::kK3V4Nc, LayoutKind::kAoS, 8, 32, 8192, true, true},
-                        {Preset::kK3V4Nc, LayoutKind::kAoS, 4, 32, 8192, false, false},  // cp.async at Hk 4
-                        {Preset::k3BitNc, LayoutKind::kAoS, 4, 32, 8192, false, false},
-                        {Preset::k4BitNc, LayoutKind::kAoS, 8, 1, 4096, false, true},
-                        {Preset::k4BitNc, LayoutKind::kAoS, 4, 16, 32768, false, false},
-                        {Preset::k4BitNc, LayoutKind::kSoA, 8, 16, 32768, false, false}};
+  const Case cases[] = {{Preset::k4BitNc, LayoutKind::kAoS, 8, 32, 8192, 1, true, true},
+                        {Preset::k4BitNc, LayoutKind::kAoS, 8, 16, 32768, 1, true, true},
+                        {Preset::k4BitNc, LayoutKind::kAoS, 8, 16, 32768, 2, true, true},
+                        {Preset::k4BitNc, LayoutKind::kAoS, 8, 16, 32768, 4, true, true},
+                        {Preset::kK8V4, LayoutKind::kAoS, 8, 16, 32768, 1, true, true},
+                        {Preset::kK3V4Nc, LayoutKind::kAoS, 8, 32, 8192, 1, true, true},
+                        {Preset::kK3V4Nc, LayoutKind::kAoS, 4, 32, 8192, 1, false, false},  // cp.async at Hk 4
+                        {Preset::k3BitNc, LayoutKind::kAoS, 4, 32, 8192, 1, false, false},
+                        {Preset::k4BitNc, LayoutKind::kAoS, 8, 1, 4096, 1, false, true},
+                        {Preset::k4BitNc, LayoutKind::kAoS, 8, 1, 4096, 4, false, true},
+                        {Preset::k4BitNc, LayoutKind::kAoS, 8, 1, 4096, 8, false, true},
+                        {Preset::k4BitNc, LayoutKind::kAoS, 8, 8, 8192, 1, false, true},
+                        {Preset::k4BitNc, LayoutKind::kAoS, 8, 8, 8192, 4, false, true},
+                        {Preset::k4BitNc, LayoutKind::kAoS, 4, 16, 32768, 1, false, false},
+                        {Preset::k4BitNc, LayoutKind::kSoA, 8, 16, 32768, 1, false, false}};
   for (const Case& c : cases) {
     const BlockLayout l{preset_format(c.preset, 128, c.layout), 16, c.kv_heads};
     SCOPED_TRACE(std::string(preset_name(c.preset)) + " " + (c.layout == LayoutKind::kAoS ? "aos" : "soa") + " Hk " +
-                 std::to_string(c.kv_heads) + " " + std::to_string(c.batch) + " x " + std::to_string(c.tokens));
+                 std::to_string(c.kv_heads) + " " + std::to_string(c.batch) + " x " + std::to_string(c.tokens) +
+                 " q_len " + std::to_string(c.q_len));
     const int pages = c.tokens / 16;
     for (const FusedPolicy policy : {FusedPolicy::kAuto, FusedPolicy::kOff, FusedPolicy::kForce}) {
       const FusedScope scope(policy);
-      const cuda::DecodePlan::Impl impl = plan_of_shape(l, 4 * c.kv_heads, c.batch, pages);
+      const cuda::DecodePlan::Impl impl = plan_of_shape(l, 4 * c.kv_heads, c.batch, pages, c.q_len);
       const bool want = policy == FusedPolicy::kAuto ? c.fused : policy == FusedPolicy::kForce && c.fusable;
       EXPECT_EQ(impl.params.fast_kv_heads_per_block > 1, want) << "policy " << static_cast<int>(policy);
       if (impl.params.fast_kv_heads_per_block > 1) {

@@ -91,7 +91,7 @@ TEST_F(GpuFastAos, EveryPresetAndPhaseRunsFastWithinTolerance) {
 // blocks, with shuffled block tables; SoA k3v4_nc's records and metadata boxes too.
 TEST_F(GpuFastAos, TensorCopiesInsideLargerBlocks) {
   unsigned index = 0;
-  for (const auto [preset, layout] : {std::pair{Preset::k4BitNc, LayoutKind::kAoS},
+  for (const auto& [preset, layout] : {std::pair{Preset::k4BitNc, LayoutKind::kAoS},
                                       std::pair{Preset::kK3V4Nc, LayoutKind::kAoS},
                                       std::pair{Preset::kK3V4Nc, LayoutKind::kSoA}}) {
     for (int block_size : {32, 64}) {

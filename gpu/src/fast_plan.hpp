@@ -94,7 +94,7 @@ TQ_HD constexpr int fast_fused_kv_heads(int column_tiles, int key_bits) {
 // warp streams at least kFastFusedMinWarpTokens of its head. On H100s
 // (PERFORMANCE.md rounds 29-30) warps of 1024 tokens or more gained (32 x 8192
 // and 16 x 32768: 0.82-1.0x the unfused time), warps of 341 or fewer lost
-// (8 x 8192 q_len 1-8: 1.05-1.23x; 1 x 4096 q_len 4-16: 1.4-2.1x).
+// (8 x 8192 q_len 1-4: 1.07-1.22x; 1 x 4096 q_len 4-16: 1.4-2.1x).
 // warps_per_head: the block's warps over its KV heads.
 inline constexpr int kFastFusedMinWarpTokens = 512;
 TQ_HD constexpr bool fast_fused_pays_off(std::int64_t max_seq_tokens, std::int64_t splits, int warps_per_head) {

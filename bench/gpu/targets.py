@@ -22,6 +22,7 @@ target misses, 2 on unreadable input.
 import argparse
 import csv
 import json
+import re
 import signal
 import statistics
 import sys
@@ -153,11 +154,18 @@ class Report:
         return 1 if failed else 0
 
 
+def plain_row(words):
+    """Whether a row name is the targets' kind of row: one token a sequence at
+    head_dim 128, timed once from an idle device (no "qQ", "expanded", "dD" or
+    "sustained" word)."""
+    return not any(re.fullmatch(r"q\d+|d\d+|expanded|sustained", w) for w in words)
+
+
 def aos_over_soa(times, kind):
-    """(label, AoS / SoA, detail) for every row name of `kind` measured in both layouts."""
+    """(label, AoS / SoA, detail) for every plain row name of `kind` measured in both layouts."""
     rows = []
     for (name, layout), soa_us in sorted(times.items()):
-        if layout != "soa" or name[: len(kind)] != kind:
+        if layout != "soa" or name[: len(kind)] != kind or not plain_row(name[len(kind):]):
             continue
         aos_us = times.get((name, "aos"))
         if aos_us is None:

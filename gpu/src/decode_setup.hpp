@@ -30,6 +30,25 @@ inline constexpr std::size_t kOverflow = std::numeric_limits<std::size_t>::max()
 // the fast decode's 1.17e-3 error (docs/RELIABILITY.md F11).
 float fast_centroid_scale(const Codebook& cb);
 
+// One wave of the fast grid for `column_tiles` column tiles: its units (row
+// blocks x KV heads x head chunks; with query_start_loc about rows / R row
+// blocks do work, the grid's others idle) and the blocks the device holds at
+// once (warps: as DecodeParams::fast_warps). fast_grid.cpp.
+struct FastWave {
+  std::int64_t units;
+  std::int64_t resident;
+};
+FastWave fast_wave(const core::BlockLayout& l, bool has_query_start_loc, int rows, int group, int column_tiles,
+                   bool tensor_copy, int warps = 0);
+
+// The fast decode's grid for p (its layout, group, column tiles, tensor
+// copies, head chunks and workspace stride p.num_splits already set): sets
+// p.fast_warps, p.plan_splits, p.fast_kv_heads_per_block, p.pace_cluster and
+// p.pace_tiles. num_splits: the caller's, taken where the device's occupancy
+// is unknown. fast_grid.cpp.
+void plan_fast_grid(const core::BlockLayout& l, bool has_query_start_loc, int rows, bool dense_rotation,
+                    std::int64_t max_seq_tokens, int num_splits, DecodeParams& p);
+
 
 // Fast mode may cut a sequence into more splits than num_splits when the batch
 // is small (more blocks in flight); the workspace is sized for this many.

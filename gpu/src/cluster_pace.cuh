@@ -16,7 +16,7 @@
 // Blocks of a cluster share their split and sequence (they differ in grid y
 // only), so they pass through the same number of pacing rounds; warps with one
 // tile less pass their last round without a tile. Which plans are paced, and
-// on which devices: decode_plan.cpp's pace_cluster_for.
+// on which devices: fast_grid.cpp's pace_cluster_for.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -77,7 +77,7 @@ void set_wide_policy(WidePolicy policy);
 
 // Whether the fast plan takes blocks of fused heads (fast_plan.hpp's
 // fast_fusable_heads) for AoS caches: kAuto where their grid fills the device
-// as the unfused one does (decode_plan.cpp), kOff never (one KV head a block,
+// as the unfused one does (fast_grid.cpp), kOff never (one KV head a block,
 // paced where the pacing's rule says), kForce wherever they can run.
 // TQ_FAST_FUSED=off or =force sets the process's policy at its first plan (the
 // benchmarks' A/B); the tests set it with set_fused_policy. It picks the

@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
   const WarpTiles tiles = warp_tiles(range, T::kTile, warp / kKvHeads, kHeadWarps);
   const int rounds = (range.size() + T::kTile * T::kWarps - 1) / (T::kTile * T::kWarps);
   // Only pace_capable instances of one head a block are ever paced
-  // (decode_plan.cpp's pace_cluster_for); the others compile the pacing out.
+  // (fast_grid.cpp's pace_cluster_for); the others compile the pacing out.
   constexpr bool kPaced = kKvHeads == 1 && pace_capable(T::kAos, T::kColumnTiles == 1, T::kTensorCopy, T::kFp8);
   const ClusterPacer pacer{kPaced && p.pace_cluster > 1 ? p.pace_tiles : 0};
   std::uint8_t* const stages = work + warp * T::kStages * T::kStageBytes;

@@ -81,7 +81,7 @@ static_assert(fast_deep_pays_off(32768, 1) && fast_deep_pays_off(4096, 4) && fas
 // 64-byte lines of its own, and fused blocks there ran 1.0-1.07x the unfused
 // time on an H100 (k3v4_nc, k8v4; PERFORMANCE.md round 30), while at 64 and 128 they
 // ran 0.82-1.03x (head_dim 64: 0.87-0.95x for the tensor-copy rows, 1.00-1.03x for FP8).
-// decode_plan.cpp takes them where their grid fills the device and each warp
+// fast_grid.cpp takes them where their grid fills the device and each warp
 // streams a long run of its head's tiles (fast_fused_pays_off).
 inline constexpr int kFastFusedTwoTileHeads = 4;
 TQ_HD constexpr int fast_fused_kv_heads(int column_tiles, int key_bits) {

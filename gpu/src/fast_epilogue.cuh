@@ -156,9 +156,13 @@ __device__ __forceinline__ void fast_write_partial(const DecodeParams& p, FastWa
     }
     store_partial_fragment<T>(p, out, [&](int k) { return row_of(h, k); }, n, j, ln, v);
   }
-  for (int i = tid; i < kKvHeads * out.columns; i += T::kThreads) {
-    const int h = i / out.columns;
-    const int k = i % out.columns;
+  // One thread a (head, column). As a loop over them (one trip at most) this
+  // made ptxas spill 16 bytes into the tile loop of the twelve-warp instances
+  // (two local loads a tile), which an if does not.
+  static_assert(kKvHeads * T::kColumns <= T::kThreads, "a thread for each (head, column)");
+  if (tid < kKvHeads * out.columns) {
+    const int h = tid / out.columns;
+    const int k = tid % out.columns;
     float big = -core::kInf;
     for (int v = h; v < T::kWarps; v += kKvHeads) big = fmaxf(big, warp_max[v][k]);
     float sum = 0.0f;

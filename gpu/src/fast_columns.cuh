@@ -31,31 +31,44 @@ __device__ __forceinline__ FastColumns fast_columns(const DecodeParams& p, const
                      rows.count * heads, p.num_q_heads};
 }
 
-// Score masking of one lane in one column tile (its columns 2c, 2c + 1). Inactive for one row without
-// a window: every column then attends to the whole split.
+// Score masking of a block's columns. Inactive for one row without a
+// window: every column then attends to the whole split. Block-uniform: the
+// tiles that need masks (needed()) recompute a lane's two column ranges from
+// the block's rows, so the tile loop keeps no per-lane ranges (eight
+// registers for two column tiles, which made ptxas spill them in the
+// twelve-warp instances).
 struct FastColumnMask {
   bool active = false;
-  int lo0 = 0, hi0 = INT_MAX, lo1 = 0, hi1 = INT_MAX;  // the two columns' attended ranges
-  int union_begin = 0;                                  // before it no column attends (metadata unread)
-  int all_begin = 0, all_end = INT_MAX;                  // every column attends to [all_begin, all_end)
+  int union_begin = 0;                    // before it no column attends (metadata unread)
+  int all_begin = 0, all_end = INT_MAX;   // every column attends to [all_begin, all_end)
+  int first_pos = 0;                      // position of the block's first row
+  int last_row = 0;                       // the block's rows - 1
+  int heads = 1;                          // columns per row
+  int window = 0;
 
-  // Whether the tile at tok0 has a token some column does not attend to (the
-  // same in every column tile of a block: all_begin and all_end are the block's).
+  // Whether the tile at tok0 has a token some column does not attend to.
   __device__ __forceinline__ bool needed(int tok0, int tile) const {
     return active && (tok0 < all_begin || tok0 + tile > all_end);
   }
-  // Masks the lane's scores s (tokens t, t + 8; columns 2c, 2c + 1) and drops
-  // the metadata of tokens before every column's range (their bytes may be
-  // anything: vLLM recycles the blocks a window has left).
-  __device__ __forceinline__ void apply(int t, float (&s)[4], float& scale0, float& zero0, float& scale1,
-                                        float& zero1) const {
+  // column_range's attended range of column k.
+  __device__ __forceinline__ core::TokenRange range(int k) const {
+    return core::attended_range(first_pos + min(k / heads, last_row), window);
+  }
+  // Masks the scores s of column tile n in lane quad position c (tokens t,
+  // t + 8; columns 8n + 2c, 8n + 2c + 1) and drops the metadata of tokens
+  // before every column's range (their bytes may be anything: vLLM recycles
+  // the blocks a window has left).
+  __device__ __forceinline__ void apply(int n, int c, int t, float (&s)[4], float& scale0, float& zero0,
+                                        float& scale1, float& zero1) const {
+    const int k = kFastHeadsPerBlock * n + 2 * c;
+    const core::TokenRange r0 = range(k), r1 = range(k + 1);
     const int u = t + 8;
     if (t < union_begin) scale0 = zero0 = 0.0f;
     if (u < union_begin) scale1 = zero1 = 0.0f;
-    if (t < lo0 || t >= hi0) s[0] = -core::kInf;
-    if (t < lo1 || t >= hi1) s[1] = -core::kInf;
-    if (u < lo0 || u >= hi0) s[2] = -core::kInf;
-    if (u < lo1 || u >= hi1) s[3] = -core::kInf;
+    if (t < r0.begin || t >= r0.end) s[0] = -core::kInf;
+    if (t < r1.begin || t >= r1.end) s[1] = -core::kInf;
+    if (u < r0.begin || u >= r0.end) s[2] = -core::kInf;
+    if (u < r1.begin || u >= r1.end) s[3] = -core::kInf;
   }
 };
 
@@ -74,23 +87,20 @@ __device__ __forceinline__ core::TokenRange columns_common_range(const DecodePar
   return core::TokenRange{column_range(p, rows, cols, cols.count - 1).begin, rows.attended.end - rows.count + 1};
 }
 
-// The mask of column tile n (columns 8n + 2c, 8n + 2c + 1).
+// The block's mask.
 __device__ __forceinline__ FastColumnMask fast_column_mask(const DecodeParams& p, const FastRows& rows,
-                                                           const FastColumns& cols, int n, int c) {
+                                                           const FastColumns& cols) {
   FastColumnMask m;
   if (p.query_start_loc == nullptr && p.sliding_window == 0) return m;
-  auto range = [&](int k) { return column_range(p, rows, cols, k); };
   m.active = true;
-  const int k = kFastHeadsPerBlock * n + 2 * c;
-  const core::TokenRange r0 = range(k), r1 = range(k + 1);
-  m.lo0 = r0.begin;
-  m.hi0 = r0.end;
-  m.lo1 = r1.begin;
-  m.hi1 = r1.end;
   m.union_begin = rows.attended.begin;
   const core::TokenRange all = columns_common_range(p, rows, cols);
   m.all_begin = all.begin;
   m.all_end = all.end;
+  m.first_pos = rows.attended.end - rows.count;
+  m.last_row = rows.count - 1;
+  m.heads = cols.heads;
+  m.window = p.sliding_window;
   return m;
 }
 

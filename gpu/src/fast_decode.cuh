@@ -194,11 +194,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
   }
   FastTileInputs<T> in{lut, static_cast<std::uint32_t>((lane % T::kLutCopies) * 4), qb, {}};
   FastWarpState<T> state[T::kColumnTiles];
+  if constexpr (kRows) in.mask = fast_column_mask(p, rows, cols);
 #pragma unroll
-  for (int n = 0; n < T::kColumnTiles; ++n) {
-    if constexpr (kRows) in.mask[n] = fast_column_mask(p, rows, cols, n, c);
-    state[n].init();
-  }
+  for (int n = 0; n < T::kColumnTiles; ++n) state[n].init();
   with_stage<T>(p, kv_head, g, c, [&](const auto& stage) {
     fast_tiles<T, kRows>(state, loader, in, stage, stages, issue_stage, range, tiles, pacer, rounds, g, c);
   });

@@ -98,14 +98,14 @@ __device__ __forceinline__ void sum_lane_shares(State& w) {
 }
 
 // What the tile step needs besides the staged tile: the pair table, this
-// lane's copy offset in it, the query's B fragments and the lane's column
-// masks, per column tile.
+// lane's copy offset in it, the query's B fragments per column tile and the
+// block's column mask.
 template <class T>
 struct FastTileInputs {
   const std::uint8_t* lut;
   std::uint32_t lut_lane_off;
   const std::uint32_t (&qb)[T::kColumnTiles][T::kKSteps][2];
-  FastColumnMask mask[T::kColumnTiles];
+  FastColumnMask mask;
 };
 
 // The squared centroid norms of a tile's tokens (the AoS norm correction), as
@@ -249,10 +249,10 @@ __device__ __forceinline__ void fast_tile(FastWarpState<T> (&w)[T::kColumnTiles]
   // tile needs masks is the block's question (the range all its columns
   // attend to), asked once.
   bool masked = false;
-  if constexpr (kRows) masked = in.mask[0].needed(tok0, T::kTile);
+  if constexpr (kRows) masked = in.mask.needed(tok0, T::kTile);
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
-    if (masked) in.mask[n].apply(tok0 + g, s[n], scale0, zero0, scale1, zero1);
+    if (masked) in.mask.apply(n, c, tok0 + g, s[n], scale0, zero0, scale1, zero1);
     fast_softmax_step<T>(w[n], s[n], zero0, zero1);
   }
   // O^T += V^T (P^T * scale). B: tokens 2c, 2c+1 | 8+2c, 9+2c (k) x column g (n).

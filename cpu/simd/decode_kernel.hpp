@@ -157,12 +157,10 @@ struct DecodeKernels : DecodeTileOps<A> {
   // A tile's metadata: key norms (Lloyd-Max keys) and value scales and zeros.
   template <int KeyBits>
   static void tile_meta(const TileWalker<A>& walker, const TileRecords& t, F* norms, float* vscale, float* vzero) {
-    if constexpr (KeyBits != 8) walker.meta(t, 0, norms);
-    F tmp[R];
-    walker.meta(t, 1, tmp);
-    for (int r = 0; r < R; ++r) tmp[r].store_aligned(vscale + r * W);
-    walker.meta(t, 2, tmp);
-    for (int r = 0; r < R; ++r) tmp[r].store_aligned(vzero + r * W);
+    F scales[R], zeros[R];
+    walker.template meta<KeyBits != 8>(t, norms, scales, zeros);
+    for (int r = 0; r < R; ++r) scales[r].store_aligned(vscale + r * W);
+    for (int r = 0; r < R; ++r) zeros[r].store_aligned(vzero + r * W);
   }
 
   // Bit i set: FP8 key i takes the scalar decode, where the vector one does

@@ -6,6 +6,7 @@
 // come from core::BlockLayout only.
 #pragma once
 
+#include <cassert>
 #include <cstdint>
 #include <cstring>
 
@@ -49,6 +50,7 @@ class TileWalker {
     meta_off_[1] = l_.meta_field_base(h, core::MetaField::kValueScale);
     meta_off_[2] = l_.meta_field_base(h, core::MetaField::kValueZero);
     for (int m = 0; m < 3; ++m) in_record_[m] = meta_off_[m] - key_off_;  // AoS: the field's place in a record
+    assert(!l_.aos() || in_record_[2] == in_record_[1] + 2);  // meta()'s one read of scale and zero
   }
 
   // The next tile (n = 0 after the last), its records and metadata prefetched
@@ -81,28 +83,22 @@ class TileWalker {
     token_ += t.n;
   }
 
-  // Metadata field m (0 key norm, 1 value scale, 2 value zero) of the tile's
-  // tokens as fp32; lanes >= n are 0. SoA: the fields of consecutive slots are
-  // meta_token_stride() = 2 bytes apart, one fp16 vector. AoS: one fp16 in
-  // each record.
-  void meta(const TileRecords& t, int m, F* out) const {
+  // The tile's metadata as fp32, lanes >= n 0: with kNorms the key norms
+  // (Lloyd-Max keys), and the value scales and zeros. SoA: the fields of
+  // consecutive slots are meta_token_stride() = 2 bytes apart, one fp16 vector
+  // per field. AoS: one fp16 of each field in each record, the value zero right
+  // after the scale, so that one 4-byte read per record gives both
+  // (Isa::record_halves).
+  template <bool kNorms>
+  void meta(const TileRecords& t, F* norms, F* scales, F* zeros) const {
     if (l_.aos()) {
-      alignas(32) std::uint16_t h[kTile] = {};
-      for (int i = 0; i < t.n; ++i) std::memcpy(&h[i], t.key[i] + in_record_[m], 2);
-      S::half16(h, out);
+      if constexpr (kNorms) S::record_halves(t.key, t.n, in_record_[0], norms, nullptr);
+      S::record_halves(t.key, t.n, in_record_[1], scales, zeros);
       return;
     }
-    if (t.one_block && t.n == kTile) {
-      S::half16(reinterpret_cast<const std::uint16_t*>(meta_at(t.block, m, t.slot)), out);
-      return;
-    }
-    alignas(32) std::uint16_t h[kTile] = {};
-    if (t.one_block) {
-      std::memcpy(h, meta_at(t.block, m, t.slot), 2 * static_cast<std::size_t>(t.n));
-    } else {
-      for (int i = 0; i < t.n; ++i) std::memcpy(&h[i], meta_at(t.blocks[i], m, t.slots[i]), 2);
-    }
-    S::half16(h, out);
+    if constexpr (kNorms) soa_field(t, 0, norms);
+    soa_field(t, 1, scales);
+    soa_field(t, 2, zeros);
   }
 
   // Every line of a record. (Helpers around the prefetch must be inlined
@@ -118,6 +114,20 @@ class TileWalker {
   }
 
  private:
+  // SoA metadata field m (0 key norm, 1 value scale, 2 value zero) of the tile.
+  void soa_field(const TileRecords& t, int m, F* out) const {
+    if (t.one_block && t.n == kTile) {
+      S::half16(reinterpret_cast<const std::uint16_t*>(meta_at(t.block, m, t.slot)), out);
+      return;
+    }
+    alignas(32) std::uint16_t h[kTile] = {};
+    if (t.one_block) {
+      std::memcpy(h, meta_at(t.block, m, t.slot), 2 * static_cast<std::size_t>(t.n));
+    } else {
+      for (int i = 0; i < t.n; ++i) std::memcpy(&h[i], meta_at(t.blocks[i], m, t.slots[i]), 2);
+    }
+    S::half16(h, out);
+  }
   // Metadata field m of `slot` in `block`.
   [[gnu::always_inline]] const std::uint8_t* meta_at(const std::uint8_t* block, int m, int slot) const {
     return block + meta_off_[m] + l_.meta_token_stride() * slot;

@@ -93,6 +93,20 @@ struct Isa<xsimd::fma3<xsimd::avx2>> {
     out[0] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
     out[1] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 8)));
   }
+  // For records i < n: the fp16 at recs[i] + offset into lane i of lo and,
+  // with hi, the fp16 2 bytes later into hi's; lanes >= n are 0. 2-byte
+  // copies (the AVX-512 version gathers; on the AVX2 machines measured the
+  // AoS decode stays within its target with the copies, PERFORMANCE.md).
+  static void record_halves(const std::uint8_t* const* recs, int n, std::int64_t offset, F* lo, F* hi) {
+    alignas(32) std::uint16_t l[16] = {};
+    alignas(32) std::uint16_t h[16] = {};
+    for (int i = 0; i < n; ++i) {
+      std::memcpy(&l[i], recs[i] + offset, 2);
+      if (hi != nullptr) std::memcpy(&h[i], recs[i] + offset + 2, 2);
+    }
+    half16(l, lo);
+    if (hi != nullptr) half16(h, hi);
+  }
   static void bf16x16(const std::uint16_t* h, F* out) {
     for (int r = 0; r < 2; ++r) {
       const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 8 * r)));

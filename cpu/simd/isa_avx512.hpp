@@ -104,6 +104,25 @@ struct Isa<xsimd::avx512bw> {
   static void half16(const std::uint16_t* h, F* out) {
     out[0] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h)));
   }
+  // For records i < n: the fp16 at recs[i] + offset into lane i of lo and,
+  // with hi, the fp16 2 bytes later into hi's; lanes >= n are 0. The 4 bytes
+  // at + offset must lie in the record. Two gathers of 8 dwords by address:
+  // 2-byte copies into a buffer read back as one vector stall the load on
+  // store forwarding, once per field and tile (AoS metadata, decode_tiles.hpp).
+  static void record_halves(const std::uint8_t* const* recs, int n, std::int64_t offset, F* lo, F* hi) {
+    const __mmask8 m0 = static_cast<__mmask8>(n >= 8 ? 0xffu : (1u << n) - 1u);
+    const __mmask8 m1 = static_cast<__mmask8>(n >= 16 ? 0xffu : n > 8 ? (1u << (n - 8)) - 1u : 0u);
+    const __m512i off = _mm512_set1_epi64(offset);
+    const __m512i a0 = _mm512_add_epi64(_mm512_maskz_loadu_epi64(m0, recs), off);
+    const __m512i a1 = _mm512_add_epi64(_mm512_maskz_loadu_epi64(m1, recs + 8), off);
+    const __m256i d0 = _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), m0, a0, nullptr, 1);
+    const __m256i d1 = _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), m1, a1, nullptr, 1);
+    lo[0] = _mm512_cvtph_ps(_mm256_set_m128i(_mm256_cvtepi32_epi16(d1), _mm256_cvtepi32_epi16(d0)));
+    if (hi != nullptr) {
+      hi[0] = _mm512_cvtph_ps(_mm256_set_m128i(_mm256_cvtepi32_epi16(_mm256_srli_epi32(d1, 16)),
+                                               _mm256_cvtepi32_epi16(_mm256_srli_epi32(d0, 16))));
+    }
+  }
   static void bf16x16(const std::uint16_t* h, F* out) {
     const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h)));
     out[0] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One full device session: build, tests, benchmarks, sanitizers; logs to $OUT.
 #   bash bench/gpu/run_h200.sh [steps]   steps: comma list of
-#   build,test,ctest,pytest,venv,bench,multi,dequantize,cpu,compare,envab,ncudeq,wide,loader,ncuwide,ncusrc,ncustrict,dram,sdpa,memcheck,racecheck,initcheck,
+#   build,test,ctest,pytest,venv,bench,multi,dequantize,cpu,cputargets,compare,envab,ncudeq,wide,loader,ncuwide,ncusrc,ncustrict,dram,sdpa,memcheck,racecheck,initcheck,
 #   synccheck,sass,ncu (default: build,test,bench,sdpa and the four sanitizers)
 #   pytest    the Python package's tests (CPU and CUDA; the build step then builds the
 #             extension and tq in the same build directory)
@@ -18,6 +18,8 @@
 #   cpu       test_cpu's multi-token, rows and cross-backend tests (this host's ISA, AVX-512
 #             on the H200 host; ReferenceMultiToken runs the CUDA backends too) and
 #             bench_cpu's decode-multi rows at 2 threads (taskset of 2 cores)
+#   cputargets  the issues' CPU targets on this host (bench_cpu's AoS / SoA and q 4 / q 1 rows at
+#             1 x 32768, 2 threads, TQ_CPU_ROUNDS processes interleaved at random; into targets.log)
 #   compare   bench_gpu of $TQ_BASELINE_BENCH (a binary of an earlier commit, carried)
 #             and of this tree, interleaved TQ_COMPARE_ROUNDS times (default 3), then
 #             bench/gpu/compare_bench.py (exit 1 if a ratio exceeds 1.02)
@@ -101,6 +103,7 @@ build() {
   fi
   local targets=test_gpu
   [[ ",$steps," == *",cpu,"* ]] && targets="test_gpu test_cpu bench_cpu"
+  [[ ",$steps," == *",cputargets,"* ]] && targets+=" bench_cpu"
   [[ ",$steps," == *",pytest,"* ]] && targets+=" _turboquant tq"
   if [[ ",$steps," == *",ctest,"* ]]; then cmake --build $B -j16 || return 1; else cmake --build $B --target $targets -j16 || return 1; fi
   if cmake --build $B --target help | grep -q bench_gpu; then
@@ -110,6 +113,19 @@ build() {
     nvcc -std=c++20 -O3 -arch=sm_${TQ_CUDA_ARCH:-90a} -Icore/include -Iinclude bench/gpu/bench_gpu.cu \
       $B/gpu/libturboquant_cuda.a $B/src/libturboquant_core.a -o $B/bench/gpu/bench_gpu || return 1
   fi
+}
+# The issues' CPU targets on this host (AoS / SoA and q 4 / q 1 at 1 x 32768, 2 threads):
+# TQ_CPU_ROUNDS processes (default 3) of their rows, repetitions interleaved at random (the
+# method of PERFORMANCE.md's CPU targets: SoA and AoS see the same noise), read by targets.py.
+cputargets() {
+  local isa i
+  isa=$(grep -qw avx512bw /proc/cpuinfo && echo avx512 || echo avx2)
+  for ((i = 1; i <= ${TQ_CPU_ROUNDS:-3}; ++i)); do
+    taskset -c 0,1 $B/bench/cpu/bench_cpu --benchmark_min_time=0.2 --benchmark_repetitions=5 \
+      --benchmark_enable_random_interleaving=true --benchmark_format=json \
+      --benchmark_filter="^(decode(-aos)?/[^/]+/B1x32768/t2/$isa|decode-multi/4bit_nc/B1x32768/q(1|4)/t2/$isa/(single|rows))" \
+      > "$OUT/cputargets-$i.json" || return 1
+  done
 }
 compare() {
   local rounds=${TQ_COMPARE_ROUNDS:-3} i layout=(--layout soa)
@@ -217,7 +233,7 @@ ncustrict() {  # ncu source counters of one strict decode launch per layout (TQ_
     ncu -i /tmp/tq-ncustrict-$layout.ncu-rep --page source --csv --print-source sass | gzip > "$OUT/ncustrict-$layout-sass.csv.gz"
   done
 }
-export -f build compare envab ncudeq wide loader pace dram ncuwide ncusrc ncustrict
+export -f build cputargets compare envab ncudeq wide loader pace dram ncuwide ncusrc ncustrict
 export B OUT steps
 has build && { run_step build 300 bash -c build || { log "build failed"; exit 1; }; }
 # ptxas serializing a kernel's wgmma (C7514/C7515: an ordinary instruction touching registers
@@ -240,6 +256,7 @@ has cpu && run_step cpu-test 120 $B/tests/test_cpu --gtest_color=no \
   --gtest_filter='CpuRowsExact*:*CpuMultiTokenGrid*:ReferenceMultiToken*:*MultiToken*'
 has cpu && run_step cpu-bench 120 taskset -c 0,1 $B/bench/cpu/bench_cpu --benchmark_filter="${TQ_CPU_BENCH_FILTER:-decode-multi/.*/t2/}" \
   --benchmark_min_time=0.2
+has cputargets && run_step cputargets 150 bash -c cputargets
 has compare && run_step compare 200 bash -c compare
 has envab && run_step envab 200 bash -c envab
 has ncudeq && run_step ncudeq 150 bash -c ncudeq
@@ -284,6 +301,9 @@ targets_args=()
 [ -f "$OUT/bench.csv" ] && targets_args+=(--bench "$OUT/bench.csv")
 [ -f "$OUT/multi.csv" ] && targets_args+=(--multi "$OUT/multi.csv")
 [ -f "$OUT/dequantize.csv" ] && targets_args+=(--dequantize "$OUT/dequantize.csv")
+cpu_json=()
+for f in "$OUT"/cputargets-*.json; do [ -s "$f" ] && cpu_json+=("$f"); done
+(( ${#cpu_json[@]} )) && targets_args+=(--cpu "${cpu_json[@]}")
 if (( ${#targets_args[@]} )); then
   python3 bench/gpu/targets.py "${targets_args[@]}" > "$OUT/targets.log" 2>&1
   sed -n '/^== summary/,$p' "$OUT/targets.log" | tee -a "$OUT/info.log"

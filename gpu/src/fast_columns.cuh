@@ -31,6 +31,14 @@ __device__ __forceinline__ FastColumns fast_columns(const DecodeParams& p, const
                      rows.count * heads, p.num_q_heads};
 }
 
+// The attended range of column k of a block whose first row sits at
+// position first_pos: its row's (k / heads; columns past the block's take the
+// last row's, last_row).
+__device__ __forceinline__ core::TokenRange block_column_range(int first_pos, int last_row, int heads, int window,
+                                                               int k) {
+  return core::attended_range(first_pos + min(k / heads, last_row), window);
+}
+
 // Score masking of a block's columns. Inactive for one row without a
 // window: every column then attends to the whole split. Block-uniform: the
 // tiles that need masks (needed()) recompute a lane's two column ranges from
@@ -50,9 +58,9 @@ struct FastColumnMask {
   __device__ __forceinline__ bool needed(int tok0, int tile) const {
     return active && (tok0 < all_begin || tok0 + tile > all_end);
   }
-  // column_range's attended range of column k.
+  // The attended range of column k.
   __device__ __forceinline__ core::TokenRange range(int k) const {
-    return core::attended_range(first_pos + min(k / heads, last_row), window);
+    return block_column_range(first_pos, last_row, heads, window, k);
   }
   // Masks the scores s of column tile n in lane quad position c (tokens t,
   // t + 8; columns 8n + 2c, 8n + 2c + 1) and drops the metadata of tokens
@@ -72,12 +80,10 @@ struct FastColumnMask {
   }
 };
 
-// The attended range of column k (its row's; columns past count take the
-// last row's). The block's last row starts latest and its first ends first.
+// The attended range of column k of the block's rows and columns.
 __device__ __forceinline__ core::TokenRange column_range(const DecodeParams& p, const FastRows& rows,
                                                          const FastColumns& cols, int k) {
-  const int first_pos = rows.attended.end - rows.count;  // position of the block's first row
-  return core::attended_range(first_pos + min(k / cols.heads, rows.count - 1), p.sliding_window);
+  return block_column_range(rows.attended.end - rows.count, rows.count - 1, cols.heads, p.sliding_window, k);
 }
 
 // The range every column of the block attends to: from the last row's begin

@@ -103,7 +103,7 @@ build() {
   fi
   local targets=test_gpu
   [[ ",$steps," == *",cpu,"* ]] && targets="test_gpu test_cpu bench_cpu"
-  [[ ",$steps," == *",cputargets,"* ]] && targets+=" bench_cpu"
+  [[ ",$steps," == *",cputargets,"* && ",$steps," != *",cpu,"* ]] && targets+=" bench_cpu"
   [[ ",$steps," == *",pytest,"* ]] && targets+=" _turboquant tq"
   if [[ ",$steps," == *",ctest,"* ]]; then cmake --build $B -j16 || return 1; else cmake --build $B --target $targets -j16 || return 1; fi
   if cmake --build $B --target help | grep -q bench_gpu; then

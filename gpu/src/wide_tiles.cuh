@@ -89,7 +89,10 @@ struct WideSmem {
   // scale, value zero) pairs by token, so that a lane reads both of two tokens
   // in one 16-byte load.
   static constexpr int kScaleZeroAt = kStep;  // float offset of the pairs
-  static constexpr int kMetaBytes = (kScaleZeroAt + 2 * kStep) * 4;
+  static constexpr int kMetaFloats = kScaleZeroAt + 2 * kStep;
+  // Two steps' metadata: the interleaved loop (wide_decode.cuh) writes the
+  // next step's while it reads this one's.
+  static constexpr int kMetaBytes = 2 * kMetaFloats * 4;
   static constexpr int kTileBytes = kStep * D * 2;
   static constexpr int kOPitch = D + 4;  // floats per row of the epilogue's O (in the tile region)
   static constexpr int kPipeBytes = T::kPipeBytes;

@@ -84,14 +84,12 @@ template <class T>
 inline constexpr bool kWideOutputInFlight = !(T::kFp8 && !T::kAos);
 
 // Whether the kernel interleaves a step's softmax with the next step's
-// dequantization (wide_decode_kernel, sm_90a): with two V^T tiles (the next
-// step's is written while this step's O product has yet to read its own) and
-// O in flight. Not for Lloyd-Max keys on AoS: their stages (two address paths,
-// the norm correction's squares) leave the interleaved loop at 255 registers
-// at D 128, and ptxas serializes its wgmma (C7515).
+// dequantization (wide_decode_kernel, sm_90a): formats measured faster
+// (kWideInterleavedFormat), with two V^T tiles (the next step's is written
+// while this step's O product has yet to read its own) and O in flight.
 template <class T>
 inline constexpr bool kWideInterleaved =
-    WideSmem<T>::kValueBuffers == 2 && kWideOutputInFlight<T> && !(T::kAos && !T::kFp8);
+    kWideInterleavedFormat<T> && WideSmem<T>::kValueBuffers == 2 && kWideOutputInFlight<T>;
 
 // The pieces of a warp's step over the 64 tokens from step_tok: S = Q K^T
 // (wide_scores), the online softmax of its two rows per lane (wide_softmax,
@@ -288,10 +286,10 @@ __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::u
                                           const __half* k_tile, const __half* v_tile, const float* meta, int step_tok,
                                           int end, const WideMask& mask, int lane) {
   WideScores<T> s;
-  WideProbs<T> pa;
   wide_scores<T>(s, qa, k_tile, lane);
   wide_wait_products<T>(s, w);  // also the previous step's O product
   wide_scale_and_mask<T>(s, meta, step_tok, end, mask, lane);
+  WideProbs<T> pa;
   wide_rescale(w, wide_softmax<T>(w, s, pa, meta, lane));
   wide_output<T>(w, pa, v_tile, lane);  // with wgmma waited for by the next step's S product or after the loop
 #if TURBOQUANT_HAVE_WGMMA
@@ -377,36 +375,38 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
   auto run = [&](const auto& stage) {
     std::uint8_t* const last_stage = stages + (T::kStages - 1) * T::kStageBytes;
     const std::uint8_t* st = stages;
-    // Waits for the warp's tile `step` and issues its tile kStages - 1 later.
-    auto next_tile = [&](int step) {
-      loader.wait();
-      __syncwarp();
-      if (step + T::kStages - 1 < my_tiles) loader.issue(issue_stage);
-      loader.commit();
-      issue_stage = issue_stage == last_stage ? stages : issue_stage + T::kStageBytes;
-    };
-    // Dequantizes the warp's tile of step `step` (or clears its columns of
-    // the tiles when it has none).
-    auto dequantize = [&](int step, bool mine, __half* v_tile, float* step_meta) {
-      const int tok0 = range.begin + step * S::kStep + warp * T::kTile;
-      if (mine) {
-        wide_dequantize<T>(stage, st, lut, lut_lane_off, tok0, min(T::kTile, range.end - tok0), rows.attended.begin,
-                           warp * T::kTile, k_tile, v_tile, step_meta, g, c);
-        st = st == last_stage ? stages : st + T::kStageBytes;
-      } else {
-        wide_clear<T>(warp * T::kTile, v_tile, step_meta, lane);
-      }
-    };
-    auto value_tile = [&](int step) { return v_tiles + step % S::kValueBuffers * (S::kTileBytes / 2); };
-    auto step_meta = [&](int step) { return meta + step % 2 * S::kMetaFloats; };
 #if TURBOQUANT_HAVE_WGMMA
     if constexpr (kWideInterleaved<T>) {
+      static_assert(S::kValueBuffers == 2 && S::kMetaBuffers == 2, "a step's tiles and metadata, and the next step's");
+      // Waits for the warp's tile `step` and issues its tile kStages - 1 later.
+      auto next_tile = [&](int step) {
+        loader.wait();
+        __syncwarp();
+        if (step + T::kStages - 1 < my_tiles) loader.issue(issue_stage);
+        loader.commit();
+        issue_stage = issue_stage == last_stage ? stages : issue_stage + T::kStageBytes;
+      };
+      // Dequantizes the warp's tile of step `step` into that step's V^T tile
+      // and metadata (or clears its columns of them when it has none).
+      auto dequantize = [&](int step, bool mine) {
+        const int tok0 = range.begin + step * S::kStep + warp * T::kTile;
+        __half* const v_tile = v_tiles + step % 2 * (S::kTileBytes / 2);
+        float* const step_meta = meta + step % 2 * S::kMetaFloats;
+        if (mine) {
+          wide_dequantize<T>(stage, st, lut, lut_lane_off, tok0, min(T::kTile, range.end - tok0), rows.attended.begin,
+                             warp * T::kTile, k_tile, v_tile, step_meta, g, c);
+          st = st == last_stage ? stages : st + T::kStageBytes;
+        } else {
+          wide_clear<T>(warp * T::kTile, v_tile, step_meta, lane);
+        }
+      };
       if (0 < my_tiles) next_tile(0);
       __syncthreads();  // every warp has its query fragments (the prepared query is in the tiles)
-      dequantize(0, 0 < my_tiles, value_tile(0), step_meta(0));
+      dequantize(0, 0 < my_tiles);
       // Step `step`, its tiles written: S = Q K^T, its softmax and in the same
       // straight code the next step's dequantization (independent chains for
-      // the schedulers), then its O product.
+      // the schedulers), then its O product, in flight over the next step's
+      // barrier and S product.
       auto body = [&](int step, auto every_warp_has_next) {
         constexpr bool kEvery = decltype(every_warp_has_next)::value;
         const bool next = kEvery || step + 1 < steps;
@@ -417,45 +417,58 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
         wide_scores<T>(s, qa, k_tile, lane);
         wide_wait_products<T>(s, w);  // S, and the previous step's O
         if (mine_next) next_tile(step + 1);
-        // Every warp's S is done with K and the previous O with the other V^T
-        // tile, both rewritten below.
+        // Every warp's S is done with K, and the previous O with the other
+        // V^T tile: both are rewritten below.
         __syncthreads();
-        const float* meta_now = step_meta(step);
+        const float* meta_now = meta + step % 2 * S::kMetaFloats;
         wide_scale_and_mask<T>(s, meta_now, range.begin + step * S::kStep, range.end, mask, lane);
         WideProbs<T> pa;
         const float2 alpha = wide_softmax<T>(w, s, pa, meta_now, lane);
-        if (next) dequantize(step + 1, mine_next, value_tile(step + 1), step_meta(step + 1));
+        if (next) dequantize(step + 1, mine_next);
         wide_rescale(w, alpha);
-        wide_output<T>(w, pa, value_tile(step), lane);
+        wide_output<T>(w, pa, v_tiles + step % 2 * (S::kTileBytes / 2), lane);
       };
-      const int every_warp_tiles = num_tiles / kWideWarps;  // tiles 0 .. this - 1 of every warp exist
+      // Without a branch around the dequantization while every warp has a
+      // next tile, so that ptxas can interleave it with the softmax.
+      const int every_warp_tiles = num_tiles / kWideWarps;
       int step = 0;
       for (; step + 1 < every_warp_tiles; ++step) body(step, std::true_type{});
       for (; step < steps; ++step) body(step, std::false_type{});
       return;
     }
 #endif
-    {
-      for (int step = 0; step < steps; ++step) {
-        const bool mine = step < my_tiles;
+    // One step after the other: dequantize, then S, softmax and O.
+    for (int step = 0; step < steps; ++step) {
+      const int step_tok = range.begin + step * S::kStep;
+      const int tok0 = step_tok + warp * T::kTile;
+      const bool mine = step < my_tiles;
+      __half* const v_tile = v_tiles + step % S::kValueBuffers * (S::kTileBytes / 2);
 #if TURBOQUANT_HAVE_WGMMA
-        if constexpr (S::kValueBuffers == 1) wgmma_wait_all();  // the previous O product read this V^T tile
+      if constexpr (S::kValueBuffers == 1) wgmma_wait_all();  // the previous O product read this V^T tile
 #endif
-        if (mine) next_tile(step);
-        // Every warp is done reading the previous step's K and metadata (and the
-        // prepared query), and the V^T tile of two steps back (its O product
-        // waited for with the previous S product).
-        __syncthreads();
-        dequantize(step, mine, value_tile(step), step_meta(step));
-#if TURBOQUANT_HAVE_WGMMA
-        fence_shared_for_async();  // wgmma reads the tiles through the async proxy
-#endif
-        __syncthreads();  // the step's K, V^T and metadata are written
-        if (TURBOQUANT_HAVE_WGMMA || has_columns) {
-          wide_step<T>(w, qa, k_tile, value_tile(step), step_meta(step), range.begin + step * S::kStep, range.end,
-                       mask, lane);
-        }
+      if (mine) {
+        loader.wait();
+        __syncwarp();
+        if (step + T::kStages - 1 < my_tiles) loader.issue(issue_stage);
+        loader.commit();
+        issue_stage = issue_stage == last_stage ? stages : issue_stage + T::kStageBytes;
       }
+      // Every warp is done reading the previous step's K and metadata (and the
+      // prepared query), and the V^T tile of two steps back (its O product
+      // waited for with the previous S product).
+      __syncthreads();
+      if (mine) {
+        wide_dequantize<T>(stage, st, lut, lut_lane_off, tok0, min(T::kTile, range.end - tok0), rows.attended.begin,
+                           warp * T::kTile, k_tile, v_tile, meta, g, c);
+        st = st == last_stage ? stages : st + T::kStageBytes;
+      } else {
+        wide_clear<T>(warp * T::kTile, v_tile, meta, lane);
+      }
+#if TURBOQUANT_HAVE_WGMMA
+      fence_shared_for_async();  // wgmma reads the tiles through the async proxy
+#endif
+      __syncthreads();  // the step's K, V^T and metadata are written
+      if (TURBOQUANT_HAVE_WGMMA || has_columns) wide_step<T>(w, qa, k_tile, v_tile, meta, step_tok, range.end, mask, lane);
     }
   };
   with_stage<T>(p, kv_head, g, c, run);

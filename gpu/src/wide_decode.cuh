@@ -434,41 +434,43 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
       int step = 0;
       for (; step + 1 < every_warp_tiles; ++step) body(step, std::true_type{});
       for (; step < steps; ++step) body(step, std::false_type{});
-      return;
-    }
+    } else
 #endif
-    // One step after the other: dequantize, then S, softmax and O.
-    for (int step = 0; step < steps; ++step) {
-      const int step_tok = range.begin + step * S::kStep;
-      const int tok0 = step_tok + warp * T::kTile;
-      const bool mine = step < my_tiles;
-      __half* const v_tile = v_tiles + step % S::kValueBuffers * (S::kTileBytes / 2);
+    {  // one step after the other: dequantize, then S, softmax and O
+      for (int step = 0; step < steps; ++step) {
+        const int step_tok = range.begin + step * S::kStep;
+        const int tok0 = step_tok + warp * T::kTile;
+        const bool mine = step < my_tiles;
+        __half* const v_tile = v_tiles + step % S::kValueBuffers * (S::kTileBytes / 2);
 #if TURBOQUANT_HAVE_WGMMA
-      if constexpr (S::kValueBuffers == 1) wgmma_wait_all();  // the previous O product read this V^T tile
+        if constexpr (S::kValueBuffers == 1) wgmma_wait_all();  // the previous O product read this V^T tile
 #endif
-      if (mine) {
-        loader.wait();
-        __syncwarp();
-        if (step + T::kStages - 1 < my_tiles) loader.issue(issue_stage);
-        loader.commit();
-        issue_stage = issue_stage == last_stage ? stages : issue_stage + T::kStageBytes;
-      }
-      // Every warp is done reading the previous step's K and metadata (and the
-      // prepared query), and the V^T tile of two steps back (its O product
-      // waited for with the previous S product).
-      __syncthreads();
-      if (mine) {
-        wide_dequantize<T>(stage, st, lut, lut_lane_off, tok0, min(T::kTile, range.end - tok0), rows.attended.begin,
-                           warp * T::kTile, k_tile, v_tile, meta, g, c);
-        st = st == last_stage ? stages : st + T::kStageBytes;
-      } else {
-        wide_clear<T>(warp * T::kTile, v_tile, meta, lane);
-      }
+        if (mine) {
+          loader.wait();
+          __syncwarp();
+          if (step + T::kStages - 1 < my_tiles) loader.issue(issue_stage);
+          loader.commit();
+          issue_stage = issue_stage == last_stage ? stages : issue_stage + T::kStageBytes;
+        }
+        // Every warp is done reading the previous step's K and metadata (and the
+        // prepared query), and the V^T tile of two steps back (its O product
+        // waited for with the previous S product).
+        __syncthreads();
+        if (mine) {
+          wide_dequantize<T>(stage, st, lut, lut_lane_off, tok0, min(T::kTile, range.end - tok0), rows.attended.begin,
+                             warp * T::kTile, k_tile, v_tile, meta, g, c);
+          st = st == last_stage ? stages : st + T::kStageBytes;
+        } else {
+          wide_clear<T>(warp * T::kTile, v_tile, meta, lane);
+        }
 #if TURBOQUANT_HAVE_WGMMA
-      fence_shared_for_async();  // wgmma reads the tiles through the async proxy
+        fence_shared_for_async();  // wgmma reads the tiles through the async proxy
 #endif
-      __syncthreads();  // the step's K, V^T and metadata are written
-      if (TURBOQUANT_HAVE_WGMMA || has_columns) wide_step<T>(w, qa, k_tile, v_tile, meta, step_tok, range.end, mask, lane);
+        __syncthreads();  // the step's K, V^T and metadata are written
+        if (TURBOQUANT_HAVE_WGMMA || has_columns) {
+          wide_step<T>(w, qa, k_tile, v_tile, meta, step_tok, range.end, mask, lane);
+        }
+      }
     }
   };
   with_stage<T>(p, kv_head, g, c, run);

@@ -375,17 +375,17 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
   auto run = [&](const auto& stage) {
     std::uint8_t* const last_stage = stages + (T::kStages - 1) * T::kStageBytes;
     const std::uint8_t* st = stages;
+    // Waits for the warp's tile `step` and issues its tile kStages - 1 later.
+    auto next_tile = [&](int step) {
+      loader.wait();
+      __syncwarp();
+      if (step + T::kStages - 1 < my_tiles) loader.issue(issue_stage);
+      loader.commit();
+      issue_stage = issue_stage == last_stage ? stages : issue_stage + T::kStageBytes;
+    };
 #if TURBOQUANT_HAVE_WGMMA
     if constexpr (kWideInterleaved<T>) {
       static_assert(S::kValueBuffers == 2 && S::kMetaBuffers == 2, "a step's tiles and metadata, and the next step's");
-      // Waits for the warp's tile `step` and issues its tile kStages - 1 later.
-      auto next_tile = [&](int step) {
-        loader.wait();
-        __syncwarp();
-        if (step + T::kStages - 1 < my_tiles) loader.issue(issue_stage);
-        loader.commit();
-        issue_stage = issue_stage == last_stage ? stages : issue_stage + T::kStageBytes;
-      };
       // Dequantizes the warp's tile of step `step` into that step's V^T tile
       // and metadata (or clears its columns of them when it has none).
       auto dequantize = [&](int step, bool mine) {
@@ -445,13 +445,7 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
 #if TURBOQUANT_HAVE_WGMMA
         if constexpr (S::kValueBuffers == 1) wgmma_wait_all();  // the previous O product read this V^T tile
 #endif
-        if (mine) {
-          loader.wait();
-          __syncwarp();
-          if (step + T::kStages - 1 < my_tiles) loader.issue(issue_stage);
-          loader.commit();
-          issue_stage = issue_stage == last_stage ? stages : issue_stage + T::kStageBytes;
-        }
+        if (mine) next_tile(step);
         // Every warp is done reading the previous step's K and metadata (and the
         // prepared query), and the V^T tile of two steps back (its O product
         // waited for with the previous S product).

@@ -438,8 +438,9 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
 #endif
     {  // One step after the other: dequantize, then S, softmax and O. The
        // dequantization is written out here, not through the interleaved
-       // loop's lambda: through it ptxas assigns these instances' registers
-       // differently (8 instructions fewer, 2-5% slower in round 32's build).
+       // loop's lambda: through it ptxas schedules these instances apart from
+       // main's SASS, and round 32's build that did so (with two metadata
+       // buffers too) ran them 2-5% slower.
       for (int step = 0; step < steps; ++step) {
         const int step_tok = range.begin + step * S::kStep;
         const int tok0 = step_tok + warp * T::kTile;

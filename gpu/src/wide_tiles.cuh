@@ -58,7 +58,8 @@ constexpr bool wide_maps_are_bijections() {
 
 // Shared memory of a wide block: the warps' pipeline stages, the step's K
 // [64 tokens][D] and one or two V^T [D][64 tokens] fp16 tiles (kValueBuffers),
-// the step's per-token key norm, value scale and zero, the pair table, and
+// the step's per-token key norm, value scale and zero (and the next step's,
+// kMetaBuffers, where the loop interleaves), the pair table, and
 // with tensor copies the stage barriers. The prepared query
 // (kWideColumns x D floats) lives in the tile region before the loop, the
 // block's O (kWideColumns x kOPitch floats) after it.

@@ -83,28 +83,17 @@ __device__ __forceinline__ WideMask wide_mask(const DecodeParams& p, const FastR
 template <class T>
 inline constexpr bool kWideOutputInFlight = !(T::kFp8 && !T::kAos);
 
-// Whether the kernel interleaves a step's softmax with the next step's
-// dequantization (wide_decode_kernel, sm_90a): formats measured faster
-// (kWideInterleavedFormat), with two V^T tiles (the next step's is written
-// while this step's O product has yet to read its own) and O in flight.
+// The warp's step over the 64 tokens from step_tok: S = Q K^T, the online
+// softmax of its two rows per lane, O += (P * scale) V.
 template <class T>
-inline constexpr bool kWideInterleaved =
-    kWideInterleavedFormat<T> && WideSmem<T>::kValueBuffers == 2 && kWideOutputInFlight<T>;
-
-// The pieces of a warp's step over the 64 tokens from step_tok: S = Q K^T
-// (wide_scores), the online softmax of its two rows per lane (wide_softmax,
-// then wide_rescale), O += (P * scale) V (wide_output). With wgmma the
-// products are issued and committed, not waited for: the caller waits.
-template <class T>
-using WideScores = float[WideSmem<T>::kStep / 8][4];
-template <class T>
-using WideProbs = std::uint32_t[WideSmem<T>::kStep / 16][4];  // A of O = P V per 16-token k-step
-
-template <class T>
-__device__ __forceinline__ void wide_scores(WideScores<T>& s, const std::uint32_t (&qa)[T::kKSteps][4],
-                                            const __half* k_tile, int lane) {
+__device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::uint32_t (&qa)[T::kKSteps][4],
+                                          const __half* k_tile, const __half* v_tile, const float* meta, int step_tok,
+                                          int end, const WideMask& mask, int lane) {
   using S = WideSmem<T>;
   constexpr int kNT = S::kStep / 8;  // n-tiles of S
+  static_assert(kNT % 2 == 0, "the max runs over n-tile pairs");
+  const int c = lane & 3;
+  float s[kNT][4];
 #pragma unroll
   for (int n = 0; n < kNT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #if TURBOQUANT_HAVE_WGMMA
@@ -117,6 +106,9 @@ __device__ __forceinline__ void wide_scores(WideScores<T>& s, const std::uint32_
     wgmma_64xNx16<kNT>(s, qa[ks], b, ks > 0);
   }
   wgmma_commit();
+  wgmma_wait_all();  // also the previous step's O product
+  wgmma_pin(s);
+  wgmma_pin(w.o);
 #else
   // B of S: K tokens 16 pr + 8 (lane / 16) + lane % 8, columns 16 ks + 8 ((lane / 8) % 2).
   const __half* k_lane = k_tile + S::k_offset(8 * (lane >> 4) + (lane & 7), 8 * ((lane >> 3) & 1));
@@ -132,25 +124,18 @@ __device__ __forceinline__ void wide_scores(WideScores<T>& s, const std::uint32_
     }
   }
 #endif
-}
-
-// S's scores times the key norms, masked (one branch a step around the whole
-// mask, block-uniform; most steps skip it: a test inside the loop left a
-// branch per n-tile in every step).
-template <class T>
-__device__ __forceinline__ void wide_scale_and_mask(WideScores<T>& s, const float* meta, int step_tok, int end,
-                                                    const WideMask& mask, int lane) {
-  using S = WideSmem<T>;
-  constexpr int kNT = S::kStep / 8;
-  const int c = lane & 3;
+  const float* norm = meta;
+  const float* scale_zero = meta + S::kScaleZeroAt;
 #pragma unroll
   for (int n = 0; n < kNT; ++n) {
-    const float2 kn = *reinterpret_cast<const float2*>(meta + 8 * n + 2 * c);
+    const float2 kn = *reinterpret_cast<const float2*>(norm + 8 * n + 2 * c);
     s[n][0] *= kn.x;
     s[n][1] *= kn.y;
     s[n][2] *= kn.x;
     s[n][3] *= kn.y;
   }
+  // One branch a step around the whole mask (block-uniform; most steps skip
+  // it): a test inside the loop above left a branch per n-tile in every step.
   if (mask.needed(step_tok, S::kStep, end)) {
 #pragma unroll
     for (int n = 0; n < kNT; ++n) {
@@ -162,19 +147,6 @@ __device__ __forceinline__ void wide_scale_and_mask(WideScores<T>& s, const floa
       }
     }
   }
-}
-
-// The online softmax of the scaled, masked scores: the probabilities times
-// the tokens' value scales into pa, the row state updated; returns the rows'
-// rescale factors of O (wide_rescale).
-template <class T>
-__device__ __forceinline__ float2 wide_softmax(WideRowState<T::kDim>& w, WideScores<T>& s, WideProbs<T>& pa,
-                                               const float* meta, int lane) {
-  using S = WideSmem<T>;
-  constexpr int kNT = S::kStep / 8;
-  static_assert(kNT % 2 == 0, "the max runs over n-tile pairs");
-  const int c = lane & 3;
-  const float* scale_zero = meta + S::kScaleZeroAt;
   // Each row's max as two independent chains (even and odd n-tiles), joined at the end.
   float mx0 = -core::kInf, mx1 = -core::kInf, my0 = -core::kInf, my1 = -core::kInf;
 #pragma unroll
@@ -197,6 +169,7 @@ __device__ __forceinline__ float2 wide_softmax(WideRowState<T::kDim>& w, WideSco
   w.m0 = new0;
   w.m1 = new1;
   float sum0 = 0.0f, sum1 = 0.0f, zs0 = 0.0f, zs1 = 0.0f;
+  std::uint32_t pa[S::kStep / 16][4];  // A of O = P V per 16-token k-step
 #pragma unroll
   for (int n = 0; n < kNT; ++n) {
     const float4 sz = *reinterpret_cast<const float4*>(scale_zero + 2 * (8 * n + 2 * c));  // tokens 2c, 2c + 1
@@ -219,28 +192,15 @@ __device__ __forceinline__ float2 wide_softmax(WideRowState<T::kDim>& w, WideSco
   w.l1 = w.l1 * alpha1 + sum1;
   w.z0 = w.z0 * alpha0 + zs0;
   w.z1 = w.z1 * alpha1 + zs1;
-  return make_float2(alpha0, alpha1);
-}
-
-// O's rows times their rescale factors (a branch: after the first steps of a
-// split the maxima rarely move).
-template <int D>
-__device__ __forceinline__ void wide_rescale(WideRowState<D>& w, float2 alpha) {
-  if (__any_sync(0xffffffffu, alpha.x != 1.0f || alpha.y != 1.0f)) {
+  if (__any_sync(0xffffffffu, alpha0 != 1.0f || alpha1 != 1.0f)) {
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      w.o[n][0] *= alpha.x;
-      w.o[n][1] *= alpha.x;
-      w.o[n][2] *= alpha.y;
-      w.o[n][3] *= alpha.y;
+    for (int n = 0; n < T::kDim / 8; ++n) {
+      w.o[n][0] *= alpha0;
+      w.o[n][1] *= alpha0;
+      w.o[n][2] *= alpha1;
+      w.o[n][3] *= alpha1;
     }
   }
-}
-
-template <class T>
-__device__ __forceinline__ void wide_output(WideRowState<T::kDim>& w, const WideProbs<T>& pa, const __half* v_tile,
-                                            int lane) {
-  using S = WideSmem<T>;
 #if TURBOQUANT_HAVE_WGMMA
   // The warpgroup's O (64 columns x D V^T rows), B = V^T through its descriptor.
   wgmma_fence();
@@ -250,7 +210,8 @@ __device__ __forceinline__ void wide_output(WideRowState<T::kDim>& w, const Wide
     const std::uint64_t b = wgmma_descriptor_advance(v_desc, 2 * S::v_offset(0, 16 * kk));
     wgmma_64xNx16<T::kDim / 8>(w.o, pa[kk], b, true);
   }
-  wgmma_commit();
+  wgmma_commit();  // waited for by the next step's S product or after the loop
+  if constexpr (!kWideOutputInFlight<T>) wgmma_wait_all();
 #else
   // B of O: V^T rows 16 q + 8 (lane / 16) + lane % 8, tokens 16 kk + 8 ((lane / 8) % 2).
   const __half* v_lane = v_tile + S::v_offset(8 * (lane >> 4) + (lane & 7), 8 * ((lane >> 3) & 1));
@@ -267,33 +228,6 @@ __device__ __forceinline__ void wide_output(WideRowState<T::kDim>& w, const Wide
       mma_16816(w.o[2 * q + 1], a, b2, b3);
     }
   }
-#endif
-}
-
-// The waits for the step's products: S (and with it the previous step's O).
-template <class T>
-__device__ __forceinline__ void wide_wait_products(WideScores<T>& s, WideRowState<T::kDim>& w) {
-#if TURBOQUANT_HAVE_WGMMA
-  wgmma_wait_all();
-  wgmma_pin(s);
-  wgmma_pin(w.o);
-#endif
-}
-
-// The warp's whole step, in order (the loop that dequantizes before it).
-template <class T>
-__device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::uint32_t (&qa)[T::kKSteps][4],
-                                          const __half* k_tile, const __half* v_tile, const float* meta, int step_tok,
-                                          int end, const WideMask& mask, int lane) {
-  WideScores<T> s;
-  wide_scores<T>(s, qa, k_tile, lane);
-  wide_wait_products<T>(s, w);  // also the previous step's O product
-  wide_scale_and_mask<T>(s, meta, step_tok, end, mask, lane);
-  WideProbs<T> pa;
-  wide_rescale(w, wide_softmax<T>(w, s, pa, meta, lane));
-  wide_output<T>(w, pa, v_tile, lane);  // with wgmma waited for by the next step's S product or after the loop
-#if TURBOQUANT_HAVE_WGMMA
-  if constexpr (!kWideOutputInFlight<T>) wgmma_wait_all();
 #endif
 }
 
@@ -375,100 +309,37 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
   auto run = [&](const auto& stage) {
     std::uint8_t* const last_stage = stages + (T::kStages - 1) * T::kStageBytes;
     const std::uint8_t* st = stages;
-    // Waits for the warp's tile `step` and issues its tile kStages - 1 later.
-    auto next_tile = [&](int step) {
-      loader.wait();
-      __syncwarp();
-      if (step + T::kStages - 1 < my_tiles) loader.issue(issue_stage);
-      loader.commit();
-      issue_stage = issue_stage == last_stage ? stages : issue_stage + T::kStageBytes;
-    };
+    for (int step = 0; step < steps; ++step) {
+      const int step_tok = range.begin + step * S::kStep;
+      const int tok0 = step_tok + warp * T::kTile;
+      const bool mine = step < my_tiles;
+      __half* const v_tile = v_tiles + step % S::kValueBuffers * (S::kTileBytes / 2);
 #if TURBOQUANT_HAVE_WGMMA
-    if constexpr (kWideInterleaved<T>) {
-      static_assert(S::kValueBuffers == 2 && S::kMetaBuffers == 2, "a step's tiles and metadata, and the next step's");
-      // Dequantizes the warp's tile of step `step` into that step's V^T tile
-      // and metadata (or clears its columns of them when it has none).
-      auto dequantize = [&](int step, bool mine) {
-        const int tok0 = range.begin + step * S::kStep + warp * T::kTile;
-        __half* const v_tile = v_tiles + step % 2 * (S::kTileBytes / 2);
-        float* const step_meta = meta + step % 2 * S::kMetaFloats;
-        if (mine) {
-          wide_dequantize<T>(stage, st, lut, lut_lane_off, tok0, min(T::kTile, range.end - tok0), rows.attended.begin,
-                             warp * T::kTile, k_tile, v_tile, step_meta, g, c);
-          st = st == last_stage ? stages : st + T::kStageBytes;
-        } else {
-          wide_clear<T>(warp * T::kTile, v_tile, step_meta, lane);
-        }
-      };
-      if (0 < my_tiles) next_tile(0);
-      __syncthreads();  // every warp has its query fragments (the prepared query is in the tiles)
-      dequantize(0, 0 < my_tiles);
-      // Step `step`, its tiles written: S = Q K^T, its softmax and in the same
-      // straight code the next step's dequantization (independent chains for
-      // the schedulers), then its O product, in flight over the next step's
-      // barrier and S product.
-      auto body = [&](int step, auto every_warp_has_next) {
-        constexpr bool kEvery = decltype(every_warp_has_next)::value;
-        const bool next = kEvery || step + 1 < steps;
-        const bool mine_next = kEvery || step + 1 < my_tiles;
-        fence_shared_for_async();  // wgmma reads the tiles through the async proxy
-        __syncthreads();           // the step's K, V^T and metadata are written
-        WideScores<T> s;
-        wide_scores<T>(s, qa, k_tile, lane);
-        wide_wait_products<T>(s, w);  // S, and the previous step's O
-        if (mine_next) next_tile(step + 1);
-        // Every warp's S is done with K, and the previous O with the other
-        // V^T tile: both are rewritten below.
-        __syncthreads();
-        const float* meta_now = meta + step % 2 * S::kMetaFloats;
-        wide_scale_and_mask<T>(s, meta_now, range.begin + step * S::kStep, range.end, mask, lane);
-        WideProbs<T> pa;
-        const float2 alpha = wide_softmax<T>(w, s, pa, meta_now, lane);
-        if (next) dequantize(step + 1, mine_next);
-        wide_rescale(w, alpha);
-        wide_output<T>(w, pa, v_tiles + step % 2 * (S::kTileBytes / 2), lane);
-      };
-      // Without a branch around the dequantization while every warp has a
-      // next tile, so that ptxas can interleave it with the softmax.
-      const int every_warp_tiles = num_tiles / kWideWarps;
-      int step = 0;
-      for (; step + 1 < every_warp_tiles; ++step) body(step, std::true_type{});
-      for (; step < steps; ++step) body(step, std::false_type{});
-    } else
+      if constexpr (S::kValueBuffers == 1) wgmma_wait_all();  // the previous O product read this V^T tile
 #endif
-    {  // One step after the other: dequantize, then S, softmax and O. The
-       // dequantization is written out here, not through the interleaved
-       // loop's lambda: through it ptxas schedules these instances apart from
-       // main's SASS, and round 32's build that did so (with two metadata
-       // buffers too) ran them 2-5% slower.
-      for (int step = 0; step < steps; ++step) {
-        const int step_tok = range.begin + step * S::kStep;
-        const int tok0 = step_tok + warp * T::kTile;
-        const bool mine = step < my_tiles;
-        __half* const v_tile = v_tiles + step % S::kValueBuffers * (S::kTileBytes / 2);
-#if TURBOQUANT_HAVE_WGMMA
-        if constexpr (S::kValueBuffers == 1) wgmma_wait_all();  // the previous O product read this V^T tile
-#endif
-        if (mine) next_tile(step);
-        // Every warp is done reading the previous step's K and metadata (and the
-        // prepared query), and the V^T tile of two steps back (its O product
-        // waited for with the previous S product).
-        __syncthreads();
-        if (mine) {
-          wide_dequantize<T>(stage, st, lut, lut_lane_off, tok0, min(T::kTile, range.end - tok0), rows.attended.begin,
-                             warp * T::kTile, k_tile, v_tile, meta, g, c);
-          st = st == last_stage ? stages : st + T::kStageBytes;
-        } else {
-          wide_clear<T>(warp * T::kTile, v_tile, meta, lane);
-        }
-#if TURBOQUANT_HAVE_WGMMA
-        fence_shared_for_async();  // wgmma reads the tiles through the async proxy
-#endif
-        __syncthreads();  // the step's K, V^T and metadata are written
-        if (TURBOQUANT_HAVE_WGMMA || has_columns) {
-          wide_step<T>(w, qa, k_tile, v_tile, meta, step_tok, range.end, mask, lane);
-        }
+      if (mine) {
+        loader.wait();
+        __syncwarp();
+        if (step + T::kStages - 1 < my_tiles) loader.issue(issue_stage);
+        loader.commit();
+        issue_stage = issue_stage == last_stage ? stages : issue_stage + T::kStageBytes;
       }
+      // Every warp is done reading the previous step's K and metadata (and the
+      // prepared query), and the V^T tile of two steps back (its O product
+      // waited for with the previous S product).
+      __syncthreads();
+      if (mine) {
+        wide_dequantize<T>(stage, st, lut, lut_lane_off, tok0, min(T::kTile, range.end - tok0), rows.attended.begin,
+                           warp * T::kTile, k_tile, v_tile, meta, g, c);
+        st = st == last_stage ? stages : st + T::kStageBytes;
+      } else {
+        wide_clear<T>(warp * T::kTile, v_tile, meta, lane);
+      }
+#if TURBOQUANT_HAVE_WGMMA
+      fence_shared_for_async();  // wgmma reads the tiles through the async proxy
+#endif
+      __syncthreads();  // the step's K, V^T and metadata are written
+      if (TURBOQUANT_HAVE_WGMMA || has_columns) wide_step<T>(w, qa, k_tile, v_tile, meta, step_tok, range.end, mask, lane);
     }
   };
   with_stage<T>(p, kv_head, g, c, run);

@@ -15,15 +15,6 @@ namespace turboquant::cuda::detail {
 inline constexpr int kWideWarps = 4;
 inline constexpr int kWideColumns = 16 * kWideWarps;  // mma M per warp
 
-// The formats whose wide loop interleaves a step's softmax with the next
-// step's dequantization (wide_decode.cuh's kWideInterleaved, where their
-// shared memory and registers allow): 3-bit keys on SoA and FP8 keys on AoS,
-// 4-12% faster at q_len 16 and 128 on an H100. Measured slower, 1-4%: 4-bit
-// keys on SoA (PERFORMANCE.md round 32). Lloyd-Max keys on AoS leave the
-// interleaved loop at 255 registers, and ptxas serializes its wgmma (C7515).
-template <class T>
-inline constexpr bool kWideInterleavedFormat = T::kFp8 ? T::kAos : (!T::kAos && T::kKeyBits == 3);
-
 // K column of a key fragment register: k-step ks, register half p (0: local
 // dims 4 ks, 4 ks + 1 of lane c; 1: 4 ks + 2, 4 ks + 3), the first of its two.
 __host__ __device__ constexpr int wide_key_column(int c, int ks, int p) { return 16 * ks + 8 * p + 2 * c; }
@@ -58,8 +49,7 @@ constexpr bool wide_maps_are_bijections() {
 
 // Shared memory of a wide block: the warps' pipeline stages, the step's K
 // [64 tokens][D] and one or two V^T [D][64 tokens] fp16 tiles (kValueBuffers),
-// the step's per-token key norm, value scale and zero (and the next step's,
-// kMetaBuffers, where the loop interleaves), the pair table, and
+// the step's per-token key norm, value scale and zero, the pair table, and
 // with tensor copies the stage barriers. The prepared query
 // (kWideColumns x D floats) lives in the tile region before the loop, the
 // block's O (kWideColumns x kOPitch floats) after it.
@@ -99,11 +89,7 @@ struct WideSmem {
   // scale, value zero) pairs by token, so that a lane reads both of two tokens
   // in one 16-byte load.
   static constexpr int kScaleZeroAt = kStep;  // float offset of the pairs
-  static constexpr int kMetaFloats = kScaleZeroAt + 2 * kStep;
-  // Two steps' metadata where the loop interleaves (it writes the next step's
-  // while it reads this one's).
-  static constexpr int kMetaBuffers = kWideInterleavedFormat<T> ? 2 : 1;
-  static constexpr int kMetaBytes = kMetaBuffers * kMetaFloats * 4;
+  static constexpr int kMetaBytes = (kScaleZeroAt + 2 * kStep) * 4;
   static constexpr int kTileBytes = kStep * D * 2;
   static constexpr int kOPitch = D + 4;  // floats per row of the epilogue's O (in the tile region)
   static constexpr int kPipeBytes = T::kPipeBytes;

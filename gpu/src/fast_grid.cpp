@@ -104,11 +104,12 @@ void plan_fast_grid(const core::BlockLayout& l, bool has_query_start_loc, int ro
     return std::clamp<std::int64_t>(w.resident / std::max<std::int64_t>(w.units, 1), 1, stride);
   };
   std::int64_t splits = 0;
+  if (column_tiles == kFastWideColumnTiles && wide_kernel_specialized()) p.fast_warps = kWideSpecializedWarps;
   if (column_tiles == 2) {
     splits = splits_for(kFastDeepWarps);
     if (fast_deep_pays_off(max_seq_tokens, splits)) p.fast_warps = kFastDeepWarps;
   }
-  if (p.fast_warps == 0) splits = splits_for(0);
+  if (splits == 0 || p.fast_warps == 0) splits = splits_for(p.fast_warps);
   if (fast_fusable_heads(l.aos(), l.format.head_dim, column_tiles, l.format.key_bits, l.num_kv_heads, dense_rotation,
                          p.tensor_copy)) {
     const std::int64_t fused = fused_heads_splits(l, has_query_start_loc, rows, p.group, column_tiles, p.fast_warps,

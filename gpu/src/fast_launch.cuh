@@ -10,6 +10,7 @@
 #include "device_cache.hpp"
 #include "fast_decode.cuh"
 #include "wide_decode.cuh"
+#include "wide_specialized.cuh"
 #include "launch.hpp"
 
 namespace turboquant::cuda::detail {
@@ -48,22 +49,37 @@ int fast_resident_clusters(int cluster) {
   });
 }
 
-// The wide kernel of T's format (wide_decode.cuh): grid (splits, Hk, row blocks).
+// The wide kernel of T's format: grid (splits, Hk, row blocks); p.fast_warps
+// kWideSpecializedWarps takes the one of warpgroups in roles
+// (wide_specialized.cuh), else wide_decode.cuh's.
 template <class T>
 cudaError_t launch_wide(const DecodeParams& p, const FastTensorMaps& maps, cudaStream_t stream) {
   using W = WithWarps<T, kWideWarps>;
-  static PerDeviceInt attr_cache;
-  const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, wide_decode_kernel<W>, WideSmem<W>::kLaunchBytes);
-  if (attr != cudaSuccess) return attr;
   const auto row_blocks = fast_row_blocks(true, p.rows, p.batch, p.fast_rows_per_block);
   const dim3 grid(p.plan_splits, p.layout.num_kv_heads, static_cast<unsigned>(row_blocks));
-  wide_decode_kernel<W><<<grid, 32 * kWideWarps, WideSmem<W>::kLaunchBytes, stream>>>(maps, p);
-  return cudaGetLastError();
+  auto launch = [&](auto kernel, int warps, int smem_bytes, PerDeviceInt& attr_cache) {
+    const cudaError_t attr = set_max_dynamic_smem_once(attr_cache, kernel, smem_bytes);
+    if (attr != cudaSuccess) return attr;
+    kernel<<<grid, 32 * warps, smem_bytes, stream>>>(maps, p);
+    return cudaGetLastError();
+  };
+  static PerDeviceInt attr_cache, specialized_attr_cache;
+  if (p.fast_warps == kWideSpecializedWarps) {
+    return launch(wide_specialized_decode_kernel<W>, kWideSpecializedWarps, WideSpecializedSmem<W>::kLaunchBytes,
+                  specialized_attr_cache);
+  }
+  return launch(wide_decode_kernel<W>, kWideWarps, WideSmem<W>::kLaunchBytes, attr_cache);
 }
 
+// Resident blocks per SM of the wide kernel of `warps` (launch_wide's rule).
 template <class T>
-int wide_occupancy() {
+int wide_occupancy(int warps) {
   using W = WithWarps<T, kWideWarps>;
+  if (warps == kWideSpecializedWarps) {
+    static PerDeviceInt attr_cache, blocks_cache;
+    return cached_occupancy(attr_cache, blocks_cache, wide_specialized_decode_kernel<W>, 32 * kWideSpecializedWarps,
+                            WideSpecializedSmem<W>::kLaunchBytes);
+  }
   static PerDeviceInt attr_cache, blocks_cache;
   return cached_occupancy(attr_cache, blocks_cache, wide_decode_kernel<W>, 32 * kWideWarps,
                           WideSmem<W>::kLaunchBytes);
@@ -188,7 +204,7 @@ int fast_decode_occupancy_dim(const core::Format& f, int column_tiles, int warps
     if (cluster > 1 && column_tiles != 1) return Status();  // never paced (pace_cluster_for): 0
     if constexpr (fast_has_two_column_tiles(D)) {
       if (column_tiles == kFastWideColumnTiles) {
-        blocks = wide_occupancy<T>();
+        blocks = wide_occupancy<T>(warps);
         return Status();
       }
     }

@@ -17,8 +17,9 @@ namespace turboquant::cuda::detail {
 
 // Pair table: entry e -> (c[e & mask], c[e >> KB]) as fp16x2, in interleaved
 // copies; c = p.codebook.centroids, which the fast plan scales (params.hpp). `centroid_half` is 16 words of shared memory. The caller's next
-// block barrier publishes the table.
-template <class T>
+// block barrier publishes the table. kBlockThreads: the threads of the block
+// (every one calls it).
+template <class T, int kBlockThreads = T::kThreads>
 __device__ __forceinline__ void build_pair_table(const DecodeParams& p, std::uint8_t* lut,
                                                  std::uint32_t* centroid_half, int tid) {
   constexpr int KB = T::kKeyBits;
@@ -30,7 +31,7 @@ __device__ __forceinline__ void build_pair_table(const DecodeParams& p, std::uin
   }
   __syncthreads();
   uint4* lut128 = reinterpret_cast<uint4*>(lut);  // four copies per store
-  for (int i = tid; i < T::kLutEntries * T::kLutCopies / 4; i += T::kThreads) {
+  for (int i = tid; i < T::kLutEntries * T::kLutCopies / 4; i += kBlockThreads) {
     const int e = i / (T::kLutCopies / 4);
     const std::uint32_t v = centroid_half[e & ((1 << KB) - 1)] | (centroid_half[e >> KB] << 16);
     lut128[i] = make_uint4(v, v, v, v);

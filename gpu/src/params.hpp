@@ -68,7 +68,7 @@ struct DecodeParams {
   int sliding_window = 0;                          // 0: unlimited
   int fast_rows_per_block = 1;  // fast mode: query rows of one block (fast_rows_per_block(), query_rows.cuh)
   int fast_column_tiles = 1;    // fast mode: mma n-tiles of 8 columns per block (fast_column_tiles(), fast_plan.hpp)
-  int fast_warps = 0;           // fast mode, two column tiles: kFastDeepWarps per block, or 0: the format's (fast_plan.hpp)
+  int fast_warps = 0;           // fast mode, two column tiles: kFastDeepWarps per block, or 0: the format's; wide: kWideSpecializedWarps for warpgroups in roles, or 0 (fast_plan.hpp)
   int fast_kv_heads_per_block = 1;  // fast mode: KV heads of a block; > 1: fused heads (fast_plan.hpp)
   int pace_cluster = 1;         // blocks per cluster along grid y (AoS head pacing, cluster_pace.cuh); 1: none
   int pace_tiles = 0;           // pace_cluster > 1: a warp's tiles between its cluster arrivals

@@ -3,8 +3,8 @@
 // multi-token kernel's (TQ_FAST_WIDE), the fused AoS heads' (TQ_FAST_FUSED)
 // and the AoS head pacing's
 // (TQ_FAST_CLUSTER, TQ_FAST_PACE, TQ_FAST_CLUSTER_FORCE), the strict AoS
-// decode's uniform row shift (TQ_STRICT_SHIFT) and the wide kernel's loader
-// (TQ_WIDE_LOADER). Each value is read
+// decode's uniform row shift (TQ_STRICT_SHIFT), the wide kernel's loader
+// (TQ_WIDE_LOADER) and the wide kernel itself (TQ_WIDE_KERNEL). Each value is read
 // from the environment at its first use, then kept (lock-free: two threads
 // racing on the first use read the same value).
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "decode_setup.hpp"
+#include "launch.hpp"
 
 namespace turboquant::cuda::detail {
 namespace {
@@ -25,6 +26,7 @@ std::atomic<int> g_pace_tiles{-1};
 std::atomic<int> g_force_cluster{-1};
 std::atomic<int> g_strict_uniform_shift{-1};
 std::atomic<int> g_wide_loader{-1};
+std::atomic<int> g_wide_kernel{-1};
 
 // slot's value, from_environment() on the first call.
 template <class F>
@@ -68,6 +70,13 @@ WideLoader wide_loader_from_environment() {
   return WideLoader::kAuto;
 }
 
+WideKernel wide_kernel_from_environment() {
+  const char* v = std::getenv("TQ_WIDE_KERNEL");
+  if (v != nullptr && std::strcmp(v, "classic") == 0) return WideKernel::kClassic;
+  if (v != nullptr && std::strcmp(v, "specialized") == 0) return WideKernel::kSpecialized;
+  return WideKernel::kAuto;
+}
+
 }  // namespace
 
 WidePolicy wide_policy() {
@@ -109,5 +118,17 @@ WideLoader wide_loader() {
 }
 
 void set_wide_loader(WideLoader loader) { g_wide_loader.store(static_cast<int>(loader), std::memory_order_relaxed); }
+
+WideKernel wide_kernel() {
+  return static_cast<WideKernel>(
+      load_once(g_wide_kernel, [] { return static_cast<int>(wide_kernel_from_environment()); }));
+}
+
+void set_wide_kernel(WideKernel kernel) { g_wide_kernel.store(static_cast<int>(kernel), std::memory_order_relaxed); }
+
+bool wide_kernel_specialized() {
+  const WideKernel k = wide_kernel();
+  return k == WideKernel::kSpecialized || (k == WideKernel::kAuto && device_has_tensor_copies());
+}
 
 }  // namespace turboquant::cuda::detail

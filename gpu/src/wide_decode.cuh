@@ -50,6 +50,34 @@ struct WideRowState {
   float m0, m1, l0, l1, z0, z1;
 };
 
+template <int D>
+__device__ __forceinline__ void wide_clear_state(WideRowState<D>& w) {
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) w.o[n][0] = w.o[n][1] = w.o[n][2] = w.o[n][3] = 0.0f;
+  w.m0 = w.m1 = -core::kInf;
+  w.l0 = w.l1 = w.z0 = w.z1 = 0.0f;
+}
+
+// The lane's A fragments of S from the prepared columns prep[kWideColumns][D]
+// (fp32): (row g, K columns 16 ks + 2c, + 1), (row g + 8, ...), then + 8:
+// wide_key_column's dims, key_dim(c, 4 ks + {0, 1}) and (c, 4 ks + {2, 3});
+// k0, k1: the lane's two columns (zero past the block's).
+template <class T>
+__device__ __forceinline__ void wide_query_fragments(const float* prep, const FastColumns& cols, int k0, int k1, int c,
+                                                     std::uint32_t (&qa)[T::kKSteps][4]) {
+  constexpr int D = T::kDim;
+#pragma unroll
+  for (int ks = 0; ks < T::kKSteps; ++ks) {
+    auto q2 = [&](int k, int j) {
+      return k < cols.count ? pack_half2(prep[k * D + T::key_dim(c, j)], prep[k * D + T::key_dim(c, j + 1)]) : 0u;
+    };
+    qa[ks][0] = q2(k0, 4 * ks);
+    qa[ks][1] = q2(k1, 4 * ks);
+    qa[ks][2] = q2(k0, 4 * ks + 2);
+    qa[ks][3] = q2(k1, 4 * ks + 2);
+  }
+}
+
 // The attended ranges of a lane's two rows (their columns' query rows), and
 // the range every column of the block attends to (a step inside it and the
 // split needs no masking: most steps of a long sequence).
@@ -84,11 +112,13 @@ template <class T>
 inline constexpr bool kWideOutputInFlight = !(T::kFp8 && !T::kAos);
 
 // The warp's step over the 64 tokens from step_tok: S = Q K^T, the online
-// softmax of its two rows per lane, O += (P * scale) V.
-template <class T>
+// softmax of its two rows per lane, O += (P * scale) V. after_scores() runs
+// once S is in registers: with wgmma, when every earlier product of the warp
+// (the previous step's O) has read its tiles.
+template <class T, class AfterScores>
 __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::uint32_t (&qa)[T::kKSteps][4],
                                           const __half* k_tile, const __half* v_tile, const float* meta, int step_tok,
-                                          int end, const WideMask& mask, int lane) {
+                                          int end, const WideMask& mask, int lane, AfterScores&& after_scores) {
   using S = WideSmem<T>;
   constexpr int kNT = S::kStep / 8;  // n-tiles of S
   static_assert(kNT % 2 == 0, "the max runs over n-tile pairs");
@@ -124,6 +154,7 @@ __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::u
     }
   }
 #endif
+  after_scores();
   const float* norm = meta;
   const float* scale_zero = meta + S::kScaleZeroAt;
 #pragma unroll
@@ -231,6 +262,53 @@ __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::u
 #endif
 }
 
+// Writes a warpgroup's partials of one split: the lane's two columns' O (plus
+// their zero sums), max and sum, after summing the lanes' shares. o_rows:
+// kWideColumns x WideSmem<T>::kOPitch floats of shared memory no other warp
+// touches until the kernel ends; warp: the warp in its warpgroup.
+template <class T>
+__device__ __forceinline__ void wide_write_partials(const DecodeParams& p, WideRowState<T::kDim>& w, float* o_rows,
+                                                    const FastColumns& cols, int split, int warp, int lane) {
+  using S = WideSmem<T>;
+  constexpr int D = T::kDim;
+  const int g = lane >> 2, c = lane & 3;
+  const int k0 = 16 * warp + g, k1 = k0 + 8;
+  sum_lane_shares<1, 2>(w);  // the partials of the lane's two columns: sums over the four lanes of a row
+  // Whole rows of D floats through shared memory: written straight from the
+  // fragments, every 4-byte store touched 32 sectors.
+  o_rows += warp * 16 * S::kOPitch;  // the warp's 16 columns
+  // O's n-tile n, columns 2c and 2c + 1: V^T rows 8 n + 2c (+ 1), local value
+  // dim n of lane groups 2c and 2c + 1.
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      o_rows[g * S::kOPitch + T::value_dim(2 * c + e, n)] = w.o[n][e] + w.z0;
+      o_rows[(g + 8) * S::kOPitch + T::value_dim(2 * c + e, n)] = w.o[n][2 + e] + w.z1;
+    }
+  }
+  __syncwarp();
+  const core::PartialLayout pl = p.partials(D);
+  const int warp_columns = min(16, cols.count - 16 * warp);
+  for (int r = 0; r < warp_columns; ++r) {
+    float* acc = p.partial_acc + pl.acc_offset(cols.row(16 * warp + r), split);
+    const float* src = o_rows + r * S::kOPitch;
+    if constexpr (D % 4 == 0) {  // acc rows are 16-byte aligned (a 256-byte aligned workspace, D floats apart)
+      for (int i = lane; i < D / 4; i += 32) reinterpret_cast<float4*>(acc)[i] = reinterpret_cast<const float4*>(src)[i];
+    } else {
+      for (int i = lane; i < D; i += 32) acc[i] = src[i];
+    }
+  }
+  auto write_ml = [&](int k, float m, float l) {
+    if (c != 0 || k >= cols.count) return;
+    float* ml = p.partial_ml + pl.ml_offset(cols.row(k), split);
+    ml[0] = m;
+    ml[1] = l;
+  };
+  write_ml(k0, w.m0, w.l0);
+  write_ml(k1, w.m1, w.l1);
+}
+
 // maps: the tensor maps of T::kTensorCopy's copies (unused otherwise; a
 // __grid_constant__, as fast_decode_kernel's).
 template <class T>
@@ -283,27 +361,13 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
   prepare_query_rows<D, kWideColumns, kWideWarps>(p, cols.count, [&](int k) { return cols.row(k); }, prep, nullptr);
   const int k0 = 16 * warp + g, k1 = k0 + 8;  // the lane's two columns
   std::uint32_t qa[T::kKSteps][4];
-  // A of S: (row g, K columns 16 ks + 2c, + 1), (row g + 8, ...), then + 8:
-  // wide_key_column's dims, key_dim(c, 4 ks + {0, 1}) and (c, 4 ks + {2, 3}).
-#pragma unroll
-  for (int ks = 0; ks < T::kKSteps; ++ks) {
-    auto q2 = [&](int k, int j) {
-      return k < cols.count ? pack_half2(prep[k * D + T::key_dim(c, j)], prep[k * D + T::key_dim(c, j + 1)]) : 0u;
-    };
-    qa[ks][0] = q2(k0, 4 * ks);
-    qa[ks][1] = q2(k1, 4 * ks);
-    qa[ks][2] = q2(k0, 4 * ks + 2);
-    qa[ks][3] = q2(k1, 4 * ks + 2);
-  }
+  wide_query_fragments<T>(prep, cols, k0, k1, c, qa);
   const WideMask mask = wide_mask<T>(p, rows, cols, k0, k1);
   // wgmma takes the whole warpgroup: a warp past the block's columns computes
   // rows that are never written (their query is 0, their masks empty).
   const bool has_columns = 16 * warp < cols.count;
   WideRowState<D> w;
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n) w.o[n][0] = w.o[n][1] = w.o[n][2] = w.o[n][3] = 0.0f;
-  w.m0 = w.m1 = -core::kInf;
-  w.l0 = w.l1 = w.z0 = w.z1 = 0.0f;
+  wide_clear_state(w);
   const std::uint32_t lut_lane_off = static_cast<std::uint32_t>((lane % T::kLutCopies) * 4);
 
   auto run = [&](const auto& stage) {
@@ -339,7 +403,7 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
       fence_shared_for_async();  // wgmma reads the tiles through the async proxy
 #endif
       __syncthreads();  // the step's K, V^T and metadata are written
-      if (TURBOQUANT_HAVE_WGMMA || has_columns) wide_step<T>(w, qa, k_tile, v_tile, meta, step_tok, range.end, mask, lane);
+      if (TURBOQUANT_HAVE_WGMMA || has_columns) wide_step<T>(w, qa, k_tile, v_tile, meta, step_tok, range.end, mask, lane, [] {});
     }
   };
   with_stage<T>(p, kv_head, g, c, run);
@@ -350,42 +414,10 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
   loader.drain();
   pdl_launch_dependents();
 
-  sum_lane_shares<1, 2>(w);  // the partials of the lane's two columns: sums over the four lanes of a row
   // The warp's O goes to shared memory (the K and V^T tiles, read by every
-  // warp until here), then out as whole rows of D floats: written straight
-  // from the fragments, every 4-byte store touched 32 sectors.
+  // warp until here), then out.
   __syncthreads();
-  float* o_rows = reinterpret_cast<float*>(smem + S::kKOffset) + warp * 16 * S::kOPitch;  // the warp's 16 columns
-  // O's n-tile n, columns 2c and 2c + 1: V^T rows 8 n + 2c (+ 1), local value
-  // dim n of lane groups 2c and 2c + 1.
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      o_rows[g * S::kOPitch + T::value_dim(2 * c + e, n)] = w.o[n][e] + w.z0;
-      o_rows[(g + 8) * S::kOPitch + T::value_dim(2 * c + e, n)] = w.o[n][2 + e] + w.z1;
-    }
-  }
-  __syncwarp();
-  const core::PartialLayout pl = p.partials(D);
-  const int warp_columns = min(16, cols.count - 16 * warp);
-  for (int r = 0; r < warp_columns; ++r) {
-    float* acc = p.partial_acc + pl.acc_offset(cols.row(16 * warp + r), split);
-    const float* src = o_rows + r * S::kOPitch;
-    if constexpr (D % 4 == 0) {  // acc rows are 16-byte aligned (a 256-byte aligned workspace, D floats apart)
-      for (int i = lane; i < D / 4; i += 32) reinterpret_cast<float4*>(acc)[i] = reinterpret_cast<const float4*>(src)[i];
-    } else {
-      for (int i = lane; i < D; i += 32) acc[i] = src[i];
-    }
-  }
-  auto write_ml = [&](int k, float m, float l) {
-    if (c != 0 || k >= cols.count) return;
-    float* ml = p.partial_ml + pl.ml_offset(cols.row(k), split);
-    ml[0] = m;
-    ml[1] = l;
-  };
-  write_ml(k0, w.m0, w.l0);
-  write_ml(k1, w.m1, w.l1);
+  wide_write_partials<T>(p, w, reinterpret_cast<float*>(smem + S::kKOffset), cols, split, warp, lane);
 }
 
 }  // namespace turboquant::cuda::detail

@@ -89,6 +89,18 @@ struct ForceWideKernel : tq_gpu_test::PolicyScope<cuda::detail::WidePolicy> {
       : PolicyScope(cuda::detail::wide_policy, cuda::detail::set_wide_policy, cuda::detail::WidePolicy::kForce) {}
 };
 
+// The wide kernel of the test's scope (decode_setup.hpp): the classic
+// four-warp blocks or the warpgroups in roles.
+struct WideKernelScope : tq_gpu_test::PolicyScope<cuda::detail::WideKernel> {
+  explicit WideKernelScope(cuda::detail::WideKernel kernel)
+      : PolicyScope(cuda::detail::wide_kernel, cuda::detail::set_wide_kernel, kernel) {}
+};
+constexpr cuda::detail::WideKernel kWideKernels[] = {cuda::detail::WideKernel::kClassic,
+                                                     cuda::detail::WideKernel::kSpecialized};
+const char* wide_kernel_name(cuda::detail::WideKernel k) {
+  return k == cuda::detail::WideKernel::kClassic ? "classic" : "specialized";
+}
+
 class GpuMultiTokenGrid : public ::testing::TestWithParam<int> {};
 
 TEST_P(GpuMultiTokenGrid, BothModesGiveTheGoldenBits) {
@@ -214,22 +226,27 @@ TEST(GpuMultiToken, TwoColumnTilesInTwelveWarpBlocks) {
   }
 }
 
-// The wide kernel: 64 columns per block, 16 per warp. GQA 3 (21 rows x 3
-// heads: rows across the warps' boundaries) and 8, D 64 and 128, both
-// layouts, a window and sinks; a sequence with more rows than a block holds
-// (70: four row blocks), one with as many rows as tokens, one with 2 rows.
+// The wide kernel, both of them: 64 columns per block, 16 per warp. GQA 3
+// (21 rows x 3 heads: rows across the warps' boundaries) and 8, D 64 and
+// 128, both layouts, a window and sinks; a sequence with more rows than a
+// block holds (70: four row blocks), one with as many rows as tokens, one
+// with 2 rows; splits of one step to many (the specialized blocks' two
+// consumers take alternate steps).
 TEST(GpuMultiToken, WideColumnsWithRowsAcrossTheWarps) {
   TQ_REQUIRE_DEVICE();
   const ForceWideKernel force;
   for (const auto& [layout, dims, group] : {std::tuple{LayoutKind::kSoA, 128, 3}, std::tuple{LayoutKind::kAoS, 64, 3},
                                             std::tuple{LayoutKind::kAoS, 128, 8}, std::tuple{LayoutKind::kSoA, 64, 8}}) {
-    for (int window : {0, 45}) {
+    for (const auto [window, kernel] : {std::pair{0, kWideKernels[0]}, std::pair{45, kWideKernels[0]},
+                                        std::pair{0, kWideKernels[1]}, std::pair{45, kWideKernels[1]}}) {
+      const WideKernelScope scope(kernel);
+      SCOPED_TRACE(wide_kernel_name(kernel));
       testing::MultiSpec spec;
       spec.base.format = preset_format(Preset::k4BitNc, dims, layout);
       spec.base.num_kv_heads = 2;
       spec.base.group = group;
       spec.base.block_size = 16;
-      spec.base.seq_lens = {90, 7, 260, 33};
+      spec.base.seq_lens = {90, 7, 700, 33};
       spec.base.seed = 41 + window;
       spec.q_lens = {30, 7, 70, 2};
       spec.window = window;
@@ -237,7 +254,24 @@ TEST(GpuMultiToken, WideColumnsWithRowsAcrossTheWarps) {
       SCOPED_TRACE(spec.name());
       const MultiProblem m = make_multi_problem(spec);
       ASSERT_EQ(column_tiles_of(m), cuda::detail::kFastWideColumnTiles);
-      expect_both_modes(m, 32);
+      for (const int splits : {32, 1}) expect_both_modes(m, splits);
+    }
+  }
+}
+
+// The specialized wide blocks fit the device, one an SM, for every format
+// and loader at D 128 (shared memory: WideSpecializedSmem's static_assert).
+TEST(GpuMultiToken, SpecializedWideBlocksFitTheDevice) {
+  TQ_REQUIRE_DEVICE();
+  for (const Preset preset : kAllPresets) {
+    for (const LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
+      const core::Format f = preset_format(preset, 128, layout);
+      for (const bool boxes : {false, true}) {
+        SCOPED_TRACE(std::string(preset_name(preset)) + (boxes ? " tensor copies" : " cp.async"));
+        EXPECT_EQ(cuda::detail::fast_decode_occupancy(f, boxes, cuda::detail::kFastWideColumnTiles,
+                                                      cuda::detail::kWideSpecializedWarps),
+                  1);
+      }
     }
   }
 }
@@ -251,13 +285,18 @@ struct WideLoaderScope : tq_gpu_test::PolicyScope<cuda::detail::WideLoader> {
 // The wide kernel's two loaders stage the same bytes, so tensor copies and
 // cp.async give the same bits: every preset in both layouts at D 128 with 8
 // KV heads (AoS token strides of whole 16-byte units: every layout takes
-// boxes), GQA 4, a window and sinks; and both within the fast bound.
+// boxes), GQA 4, a window and sinks; and both within the fast bound; for
+// both wide kernels, over many splits and one.
 TEST(GpuMultiToken, WideLoadersGiveTheSameBits) {
   TQ_REQUIRE_DEVICE();
   const ForceWideKernel force;
   int boxed = 0;
   for (const Preset preset : kAllPresets) {
-    for (const LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
+    for (const auto [layout, kernel] :
+         {std::pair{LayoutKind::kSoA, kWideKernels[0]}, std::pair{LayoutKind::kAoS, kWideKernels[0]},
+          std::pair{LayoutKind::kSoA, kWideKernels[1]}, std::pair{LayoutKind::kAoS, kWideKernels[1]}}) {
+      const WideKernelScope scope(kernel);
+      SCOPED_TRACE(wide_kernel_name(kernel));
       testing::MultiSpec spec;
       spec.base.format = preset_format(preset, 128, layout);
       spec.base.num_kv_heads = 8;
@@ -272,20 +311,23 @@ TEST(GpuMultiToken, WideLoadersGiveTheSameBits) {
       const MultiProblem m = make_multi_problem(spec);
       ASSERT_EQ(column_tiles_of(m), cuda::detail::kFastWideColumnTiles);
       boxed += cuda::detail::wide_tensor_copy_fits(m.p.layout);
-      std::vector<float> out[2], lse[2];
-      for (const bool boxes : {false, true}) {
-        const WideLoaderScope loader(boxes ? cuda::detail::WideLoader::kTensor : cuda::detail::WideLoader::kCpAsync);
-        const Status st = cuda::decode_from_host(m.p.view(), m.args(out[boxes], lse[boxes], 32), cuda::CudaMode::kFast);
-        ASSERT_TRUE(st.ok()) << st.to_string();
+      for (const int splits : {32, 1}) {
+        std::vector<float> out[2], lse[2];
+        for (const bool boxes : {false, true}) {
+          const WideLoaderScope loader(boxes ? cuda::detail::WideLoader::kTensor : cuda::detail::WideLoader::kCpAsync);
+          const Status st =
+              cuda::decode_from_host(m.p.view(), m.args(out[boxes], lse[boxes], splits), cuda::CudaMode::kFast);
+          ASSERT_TRUE(st.ok()) << st.to_string();
+        }
+        EXPECT_TRUE(same_bits(out[0], out[1]));
+        EXPECT_TRUE(same_bits(lse[0], lse[1]));
+        std::vector<float> want, want_lse;
+        ASSERT_TRUE(decode_reference(m.p.view(), m.args(want, want_lse, splits)).ok());
+        expect_fast_close(out[1], lse[1], want, want_lse, 128);
       }
-      EXPECT_TRUE(same_bits(out[0], out[1]));
-      EXPECT_TRUE(same_bits(lse[0], lse[1]));
-      std::vector<float> want, want_lse;
-      ASSERT_TRUE(decode_reference(m.p.view(), m.args(want, want_lse, 32)).ok());
-      expect_fast_close(out[1], lse[1], want, want_lse, 128);
     }
   }
-  EXPECT_EQ(boxed, 8);
+  EXPECT_EQ(boxed, 16);
 }
 
 // Two sequences of 3 and 2 query rows, for the shape-only tests below.

@@ -78,6 +78,26 @@ __device__ __forceinline__ void wide_query_fragments(const float* prep, const Fa
   }
 }
 
+// A wide block's work: its rows (of grid z), its split's token range, its
+// columns and 64-token steps. False: nothing to do (the block returns).
+struct WideWork {
+  FastRows rows;
+  core::TokenRange range;
+  FastColumns cols;
+  int steps;
+};
+template <class T>
+__device__ __forceinline__ bool wide_work(const DecodeParams& p, int split, int kv_head, WideWork& w) {
+  w.rows = fast_rows_of_block(p, blockIdx.z);
+  if (w.rows.count == 0) return false;
+  w.range = w.rows.split_range(p.plan_splits, split);
+  if (w.range.empty()) return false;
+  w.cols = fast_columns(p, w.rows, kv_head, 0);
+  const int num_tiles = (w.range.size() + T::kTile - 1) / T::kTile;
+  w.steps = (num_tiles + kWideWarps - 1) / kWideWarps;
+  return true;
+}
+
 // The attended ranges of a lane's two rows (their columns' query rows), and
 // the range every column of the block attends to (a step inside it and the
 // split needs no masking: most steps of a long sequence).
@@ -332,17 +352,16 @@ __global__ void __launch_bounds__(32 * kWideWarps, 2)
   const int tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, c = lane & 3;
-  const FastRows rows = fast_rows_of_block(p, blockIdx.z);
-  if (rows.count == 0) return;
-  const core::TokenRange range = rows.split_range(p.plan_splits, split);
-  if (range.empty()) return;
-  const FastColumns cols = fast_columns(p, rows, kv_head, 0);
+  WideWork work;
+  if (!wide_work<T>(p, split, kv_head, work)) return;
+  const FastRows& rows = work.rows;
+  const core::TokenRange& range = work.range;
+  const FastColumns& cols = work.cols;
+  const int steps = work.steps;
   const std::int32_t* block_row = p.block_table + std::int64_t{rows.b} * p.max_blocks_per_seq;
 
-  const int num_tiles = (range.size() + T::kTile - 1) / T::kTile;
   const WarpTiles tiles = warp_tiles(range, T::kTile, warp, kWideWarps);
   const int my_tiles = tiles.count;
-  const int steps = (num_tiles + kWideWarps - 1) / kWideWarps;
   std::uint8_t* const stages = smem + warp * T::kStages * T::kStageBytes;
   using Loader = std::conditional_t<T::kTensorCopy, FastTensorLoader<T>, FastTileLoader<T>>;
   Loader loader = [&] {

@@ -190,13 +190,12 @@ __global__ void __launch_bounds__(32 * kWideSpecializedWarps, 1)
   const int role = warp / kWideWarps;       // 0: producer; 1, 2: consumers
   const int group_warp = warp % kWideWarps;  // the warp in its warpgroup
   const int g = lane >> 2, c = lane & 3;
-  const FastRows rows = fast_rows_of_block(p, blockIdx.z);
-  if (rows.count == 0) return;
-  const core::TokenRange range = rows.split_range(p.plan_splits, split);
-  if (range.empty()) return;
-  const FastColumns cols = fast_columns(p, rows, kv_head, 0);
-  const int num_tiles = (range.size() + T::kTile - 1) / T::kTile;
-  const int steps = (num_tiles + kWideWarps - 1) / kWideWarps;
+  WideWork work;
+  if (!wide_work<T>(p, split, kv_head, work)) return;
+  const FastRows& rows = work.rows;
+  const core::TokenRange& range = work.range;
+  const FastColumns& cols = work.cols;
+  const int steps = work.steps;
 
   if constexpr (!T::kFp8) build_pair_table<T, 32 * kWideSpecializedWarps>(p, lut, centroid_half, tid);
   // The block's columns, prepared in the buffers (ends with a barrier).

@@ -126,9 +126,10 @@ WideKernel wide_kernel() {
 
 void set_wide_kernel(WideKernel kernel) { g_wide_kernel.store(static_cast<int>(kernel), std::memory_order_relaxed); }
 
-bool wide_kernel_specialized() {
+bool wide_kernel_specialized(const core::Format& f) {
   const WideKernel k = wide_kernel();
-  return k == WideKernel::kSpecialized || (k == WideKernel::kAuto && device_has_tensor_copies());
+  if (k != WideKernel::kAuto) return k == WideKernel::kSpecialized;
+  return f.fp8_keys() && !f.aos() && device_has_tensor_copies();
 }
 
 }  // namespace turboquant::cuda::detail

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "decode_setup.hpp"
@@ -13,6 +14,7 @@
 
 namespace turboquant::cuda::detail {
 int device_sm_count();  // gpu/src/launch.hpp (internal): multiprocessors of the current device, cached per device
+bool device_has_tensor_copies();  // gpu/src/launch.hpp (internal): sm_90 and newer
 }
 
 namespace {
@@ -195,6 +197,29 @@ TEST(GpuPlan, WideLoaderRule) {
     // 2 KV heads of AoS slots of 4k + 2 bytes: a token stride off the 16-byte grid.
     const core::BlockLayout aos2{preset_format(preset, 128, LayoutKind::kAoS), 16, 2};
     EXPECT_EQ(wide_takes_tensor_copies(aos2, WideLoader::kTensor), aos2.token_stride() % 16 == 0);
+  }
+}
+
+// The wide kernel's rule (decode_setup.hpp), host only: by default the
+// specialized blocks for FP8 keys on SoA caches where the device has them;
+// either kernel everywhere when forced.
+TEST(GpuPlan, WideKernelRule) {
+  using cuda::detail::WideKernel;
+  for (const Preset preset : kAllPresets) {
+    for (const LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
+      const core::Format f = preset_format(preset, 128, layout);
+      SCOPED_TRACE(std::string(preset_name(preset)) + (layout == LayoutKind::kAoS ? " aos" : " soa"));
+      {
+        const PolicyScope<WideKernel> scope(cuda::detail::wide_kernel, cuda::detail::set_wide_kernel,
+                                            WideKernel::kAuto);
+        EXPECT_EQ(cuda::detail::wide_kernel_specialized(f),
+                  f.fp8_keys() && layout == LayoutKind::kSoA && cuda::detail::device_has_tensor_copies());
+      }
+      for (const WideKernel k : {WideKernel::kClassic, WideKernel::kSpecialized}) {
+        const PolicyScope<WideKernel> scope(cuda::detail::wide_kernel, cuda::detail::set_wide_kernel, k);
+        EXPECT_EQ(cuda::detail::wide_kernel_specialized(f), k == WideKernel::kSpecialized);
+      }
+    }
   }
 }
 

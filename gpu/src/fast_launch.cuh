@@ -65,7 +65,8 @@ cudaError_t launch_wide(const DecodeParams& p, const FastTensorMaps& maps, cudaS
   };
   static PerDeviceInt attr_cache, specialized_attr_cache;
   if (p.fast_warps == kWideSpecializedWarps) {
-    return launch(wide_specialized_decode_kernel<W>, kWideSpecializedWarps, WideSpecializedSmem<W>::kLaunchBytes,
+    using P = WithWarpsAndStages<T, kWideWarps, kWideProducerStages>;
+    return launch(wide_specialized_decode_kernel<P>, kWideSpecializedWarps, WideSpecializedSmem<P>::kLaunchBytes,
                   specialized_attr_cache);
   }
   return launch(wide_decode_kernel<W>, kWideWarps, WideSmem<W>::kLaunchBytes, attr_cache);
@@ -76,9 +77,10 @@ template <class T>
 int wide_occupancy(int warps) {
   using W = WithWarps<T, kWideWarps>;
   if (warps == kWideSpecializedWarps) {
+    using P = WithWarpsAndStages<T, kWideWarps, kWideProducerStages>;
     static PerDeviceInt attr_cache, blocks_cache;
-    return cached_occupancy(attr_cache, blocks_cache, wide_specialized_decode_kernel<W>, 32 * kWideSpecializedWarps,
-                            WideSpecializedSmem<W>::kLaunchBytes);
+    return cached_occupancy(attr_cache, blocks_cache, wide_specialized_decode_kernel<P>, 32 * kWideSpecializedWarps,
+                            WideSpecializedSmem<P>::kLaunchBytes);
   }
   static PerDeviceInt attr_cache, blocks_cache;
   return cached_occupancy(attr_cache, blocks_cache, wide_decode_kernel<W>, 32 * kWideWarps,

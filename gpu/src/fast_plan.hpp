@@ -151,8 +151,8 @@ TQ_HD constexpr bool fast_rows_kernel(bool has_query_start_loc, int sliding_wind
 // query takes the room of a dense rotation's scratch): two tiles otherwise.
 inline constexpr int kFastWideColumnTiles = 8;
 // DecodeParams::fast_warps of a wide plan whose blocks are warpgroups in roles
-// (wide_specialized.cuh: a producer and two consumers of four warps).
-inline constexpr int kWideSpecializedWarps = 12;
+// (wide_specialized.cuh: two producers and two consumers of four warps).
+inline constexpr int kWideSpecializedWarps = 16;
 TQ_HD constexpr bool fast_has_two_column_tiles(int head_dim) { return head_dim <= 128; }
 TQ_HD constexpr int fast_column_tiles(bool has_query_start_loc, int group, std::int64_t rows, int batch,
                                       int head_dim, bool dense_rotation = false) {

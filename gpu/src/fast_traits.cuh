@@ -23,8 +23,9 @@ constexpr int log2_int(int a) { return a <= 1 ? 0 : 1 + log2_int(a / 2); }
 // W: warps per block (0: the format's, fast_format_warps in fast_plan.hpp;
 // two column tiles over long splits take kFastDeepWarps, the wide
 // multi-token kernel, wide_decode.cuh, kWideWarps).
+// ST: pipeline stages per warp (wide_specialized.cuh's producers take 2).
 template <int D, int KB, int VB, core::LayoutKind L = core::LayoutKind::kSoA,
-          core::Fp8Format F8 = core::Fp8Format::kE4m3, bool TC = false, int NT = 1, int W = 0>
+          core::Fp8Format F8 = core::Fp8Format::kE4m3, bool TC = false, int NT = 1, int W = 0, int ST = 3>
 struct FastTraits {
   static constexpr int kDim = D;
   static constexpr int kKeyBits = KB;
@@ -39,7 +40,7 @@ struct FastTraits {
   // 16 (8) warps per SM; half as many with two column tiles (their O^T
   // fragments take twice the registers), or one block of kFastDeepWarps.
   static constexpr int kMinBlocks = max_int((D <= 128 ? 16 : 8) / kWarps / NT, 1);
-  static constexpr int kStages = 3;
+  static constexpr int kStages = ST;
   static constexpr int kHeads = kFastHeadsPerBlock;  // mma N: the columns of one column tile
   static constexpr int kColumns = kHeads * NT;       // (row, head) columns of a block
   static constexpr int kTile = 16;                   // tokens per tile: mma M for S^T, mma K for O^T
@@ -154,6 +155,10 @@ using WithColumnTiles =
 // T's format and loader with one column tile and W warps.
 template <class T, int W>
 using WithWarps = FastTraits<T::kDim, T::kKeyBits, T::kValueBits, T::kLayout, T::kFp8Format, T::kTensorCopy, 1, W>;
+// ... and ST pipeline stages.
+template <class T, int W, int ST>
+using WithWarpsAndStages =
+    FastTraits<T::kDim, T::kKeyBits, T::kValueBits, T::kLayout, T::kFp8Format, T::kTensorCopy, 1, W, ST>;
 
 // The power of two the value codes of local dim j carry in their A fragment
 // (value_fragment leaves them at their bit position); undone in the epilogue.

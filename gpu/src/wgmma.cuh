@@ -109,6 +109,25 @@ __device__ __forceinline__ void wgmma_64x128x16(float (&d)[16][4], const std::ui
       : "memory");
 }
 
+// D(64 x 64) = A * B + (accumulate ? D : 0), A from shared memory through its
+// descriptor (K-major, as B).
+__device__ __forceinline__ void wgmma_64x64x16_smem_a(float (&d)[8][4], std::uint64_t a, std::uint64_t b,
+                                                      bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, acc, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
+        "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
+        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+      : "l"(a), "l"(b), "r"(int{accumulate})
+      : "memory");
+}
+
 // D(64 x 8 N) = A * B (+ D) for the N of the wide kernel's tiles (64 and 128).
 template <int N>
 __device__ __forceinline__ void wgmma_64xNx16(float (&d)[N][4], const std::uint32_t (&a)[4], std::uint64_t b,

@@ -135,10 +135,14 @@ inline constexpr bool kWideOutputInFlight = !(T::kFp8 && !T::kAos);
 // softmax of its two rows per lane, O += (P * scale) V. after_scores() runs
 // once S is in registers: with wgmma, when every earlier product of the warp
 // (the previous step's O) has read its tiles.
-template <class T, class AfterScores>
-__device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::uint32_t (&qa)[T::kKSteps][4],
-                                          const __half* k_tile, const __half* v_tile, const float* meta, int step_tok,
-                                          int end, const WideMask& mask, int lane, AfterScores&& after_scores) {
+// The query: the lane's A fragments (registers), or with wgmma the block's
+// columns as a fp16 tile in K's layout (WideSmem::k_offset of (column, K
+// column)), read through a descriptor.
+template <class T, class Query, class AfterScores>
+__device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const Query& qa, const __half* k_tile,
+                                          const __half* v_tile, const float* meta, int step_tok, int end,
+                                          const WideMask& mask, int lane, AfterScores&& after_scores) {
+  constexpr bool kQueryTile = std::is_same_v<Query, const __half*>;
   using S = WideSmem<T>;
   constexpr int kNT = S::kStep / 8;  // n-tiles of S
   static_assert(kNT % 2 == 0, "the max runs over n-tile pairs");
@@ -153,7 +157,13 @@ __device__ __forceinline__ void wide_step(WideRowState<T::kDim>& w, const std::u
 #pragma unroll
   for (int ks = 0; ks < T::kKSteps; ++ks) {
     const std::uint64_t b = wgmma_descriptor_advance(k_desc, 2 * S::k_offset(0, 16 * ks));
-    wgmma_64xNx16<kNT>(s, qa[ks], b, ks > 0);
+    if constexpr (kQueryTile) {
+      static_assert(kNT == 8, "a query tile of 64 columns against 64 tokens");
+      const std::uint64_t q_desc = wgmma_descriptor(qa, S::kKCoreStrideK, S::kCoreStrideN);
+      wgmma_64x64x16_smem_a(s, wgmma_descriptor_advance(q_desc, 2 * S::k_offset(0, 16 * ks)), b, ks > 0);
+    } else {
+      wgmma_64xNx16<kNT>(s, qa[ks], b, ks > 0);
+    }
   }
   wgmma_commit();
   wgmma_wait_all();  // also the previous step's O product

@@ -32,16 +32,25 @@
 
 namespace turboquant::cuda::detail {
 
-inline constexpr int kWideRoleGroups = 3;  // producer, two consumers
-static_assert(kWideSpecializedWarps == kWideRoleGroups * kWideWarps, "fast_plan.hpp's warps of the specialized blocks");
+// Producer warpgroups (step s: producer s % kWideProducers), then as many
+// consumer warpgroups (step s: consumer s % kWideProducers).
+inline constexpr int kWideProducers = 2;
+inline constexpr int kWideRoleGroups = 2 * kWideProducers;
+static_assert(kWideProducers == 2 && kWideSpecializedWarps == kWideRoleGroups * kWideWarps,
+              "fast_plan.hpp's warps of the specialized blocks");
+// Pipeline stages of a producer warp: it takes every other step's tile, so
+// one tile in flight spans two steps.
+inline constexpr int kWideProducerStages = 2;
 // Registers a thread after the split. The block's pool is what the launch
-// gave it, kWideLaunchRegisters a thread (64 K over 384 threads, in whole 8s),
+// gave it, kWideLaunchRegisters a thread (64 K over 512 threads, in whole 8s),
 // and a group raising its count waits until the pool holds the registers:
-// 128 P + 256 C must fit the pool, or the second consumer would wait forever.
-inline constexpr int kWideLaunchRegisters = 65536 / (32 * kWideSpecializedWarps) / 8 * 8;  // 168
+// 256 P + 256 C must fit the pool, or a consumer would wait forever. The
+// consumers read the query from shared memory (the S product's A by
+// descriptor), not from 32 registers a thread.
+inline constexpr int kWideLaunchRegisters = 65536 / (32 * kWideSpecializedWarps) / 8 * 8;  // 128
 inline constexpr int kWideProducerRegisters = 96;
-inline constexpr int kWideConsumerRegisters = 200;
-static_assert(kWideWarps * 32 * (kWideProducerRegisters + 2 * kWideConsumerRegisters) <=
+inline constexpr int kWideConsumerRegisters = 160;
+static_assert(kWideWarps * 32 * kWideProducers * (kWideProducerRegisters + kWideConsumerRegisters) <=
                   32 * kWideSpecializedWarps * kWideLaunchRegisters,
               "the roles' registers fit the block's pool");
 static_assert(kWideProducerRegisters % 8 == 0 && kWideConsumerRegisters % 8 == 0, "setmaxnreg takes multiples of 8");
@@ -55,20 +64,22 @@ template <class T>
 struct WideSpecializedSmem {
   using S = WideSmem<T>;
   static constexpr int D = T::kDim;
-  static constexpr int kConsumers = kWideRoleGroups - 1;
-  static constexpr int kBuffers = 2 * kConsumers;
+  static constexpr int kConsumers = kWideProducers;
+  static constexpr int kBuffers = 2 * kConsumers;  // buffer b: producer and consumer b % kWideProducers
+  static constexpr int kPipeBytes = kWideProducers * T::kPipeBytes;  // T: four warps
   static constexpr int kBufferBytes = 2 * S::kTileBytes;  // K, then V^T
-  static constexpr int kBufOffset = (T::kPipeBytes + 127) / 128 * 128;
+  static constexpr int kBufOffset = (kPipeBytes + 127) / 128 * 128;
   static constexpr int kMetaOffset = kBufOffset + kBuffers * kBufferBytes;
-  static constexpr int kLutOffset = kMetaOffset + kBuffers * S::kMetaBytes;
+  static constexpr int kQueryOffset = kMetaOffset + kBuffers * S::kMetaBytes;  // the fp16 query tile
+  static constexpr int kLutOffset = kQueryOffset + S::kTileBytes;
   static constexpr int kBarOffset = kLutOffset + T::kLutBytes;
-  static constexpr int kBytes = kBarOffset + S::kBarBytes;
+  static constexpr int kBytes = kBarOffset + kWideProducers * S::kBarBytes;
   static constexpr int kLaunchBytes = kBytes + S::kAlignSlack;
   // Named barriers: full[b], empty[b], then the consumers' merge.
   static constexpr int kFullBarrier = 1;
   static constexpr int kEmptyBarrier = kFullBarrier + kBuffers;
   static constexpr int kMergeBarrier = kEmptyBarrier + kBuffers;
-  static constexpr int kPairThreads = 2 * 32 * kWideWarps;  // the producer and one consumer
+  static constexpr int kPairThreads = 2 * 32 * kWideWarps;  // a producer and a consumer
   // A consumer lane's state (WideRowState: O, then m0, m1, l0, l1, z0, z1),
   // float i of lane l of warp w at (w kStateFloats + i) 32 + l.
   static constexpr int kStateFloats = D / 8 * 4 + 6;
@@ -77,17 +88,21 @@ struct WideSpecializedSmem {
   static_assert(kMergeBarrier <= 15, "sixteen named barriers");
   static_assert(kWideColumns * D * 4 <= kBuffers * kBufferBytes, "the prepared query fits the buffers");
   static_assert(kORowsOffset + kWideColumns * S::kOPitch * 4 <= kMetaOffset, "the end's state and O rows fit");
-  static_assert(kBarOffset % 8 == 0 && kMetaOffset % 16 == 0, "barriers, 16-byte metadata loads");
+  static_assert(kBarOffset % 8 == 0 && kMetaOffset % 16 == 0 && kQueryOffset % 128 == 0,
+                "barriers, 16-byte metadata loads, the query tile's core matrices");
+  static_assert(T::kStages == kWideProducerStages, "T: the producers' traits");
   static_assert(kLaunchBytes + 64 <= 227 * 1024, "one block an SM");
 };
 
-// The producer warp `warp` (of the first warpgroup): its tiles, dequantized
-// into the step buffers, step after step.
+// Producer warp `warp` (in its warpgroup) of producer `producer`: its tiles,
+// one in each of the steps producer, producer + kWideProducers, ...,
+// dequantized into the step buffers.
 template <class T, class Loader, class Buffers>
 __device__ __forceinline__ void wide_produce(const DecodeParams& p, Loader& loader, std::uint8_t* stages,
                                              const WarpTiles& tiles, const FastRows& rows,
                                              const core::TokenRange& range, int steps, int kv_head,
-                                             const std::uint8_t* lut, const Buffers& buffers, int warp, int lane) {
+                                             const std::uint8_t* lut, const Buffers& buffers, int producer, int warp,
+                                             int lane) {
   using S = WideSmem<T>;
   using X = WideSpecializedSmem<T>;
   const int g = lane >> 2, c = lane & 3;
@@ -96,14 +111,14 @@ __device__ __forceinline__ void wide_produce(const DecodeParams& p, Loader& load
   with_stage<T>(p, kv_head, g, c, [&](const auto& stage) {
     std::uint8_t* const last_stage = stages + (T::kStages - 1) * T::kStageBytes;
     const std::uint8_t* st = stages;
-    for (int step = 0; step < steps; ++step) {
+    for (int step = producer, i = 0; step < steps; step += kWideProducers, ++i) {  // i: the warp's tile
       const int buf = step % X::kBuffers;
       const int tok0 = range.begin + step * S::kStep + warp * T::kTile;
-      const bool mine = step < tiles.count;
+      const bool mine = i < tiles.count;
       if (mine) {
         loader.wait();
         __syncwarp();
-        if (step + T::kStages - 1 < tiles.count) loader.issue(issue_stage);
+        if (i + T::kStages - 1 < tiles.count) loader.issue(issue_stage);
         loader.commit();
         issue_stage = issue_stage == last_stage ? stages : issue_stage + T::kStageBytes;
       }
@@ -187,7 +202,9 @@ __global__ void __launch_bounds__(32 * kWideSpecializedWarps, 1)
   const int kv_head = blockIdx.y;
   const int tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5;
-  const int role = warp / kWideWarps;       // 0: producer; 1, 2: consumers
+  const int role = warp / kWideWarps;        // producers, then consumers
+  const bool producer = role < kWideProducers;
+  const int pair = role % kWideProducers;    // the steps of the role: pair, pair + kWideProducers, ...
   const int group_warp = warp % kWideWarps;  // the warp in its warpgroup
   const int g = lane >> 2, c = lane & 3;
   WideWork work;
@@ -203,23 +220,37 @@ __global__ void __launch_bounds__(32 * kWideSpecializedWarps, 1)
   prepare_query_rows<D, kWideColumns, kWideSpecializedWarps>(p, cols.count, [&](int k) { return cols.row(k); }, prep,
                                                              nullptr);
   const int k0 = 16 * group_warp + g, k1 = k0 + 8;  // a consumer lane's two columns
+#if TURBOQUANT_HAVE_WGMMA
+  // The query tile: (column m, K column k) = prep[m][the dim of k] as fp16.
+  __half* const q_tile = reinterpret_cast<__half*>(smem + X::kQueryOffset);
+  for (int i = tid; i < kWideColumns * D; i += 32 * kWideSpecializedWarps) {
+    const int m = i / D, k = i % D;
+    const int r = k % 16;  // k = wide_key_column(c, ks, p) + e
+    const int dim = T::key_dim((r % 8) / 2, 4 * (k / 16) + 2 * (r / 8) + r % 2);
+    q_tile[S::k_offset(m, k)] = __float2half_rn(m < cols.count ? prep[m * D + dim] : 0.0f);
+  }
+  fence_shared_for_async();  // wgmma reads it through the async proxy
+  const __half* const qa = q_tile;
+#else
   std::uint32_t qa[T::kKSteps][4];
-  if (role > 0) wide_query_fragments<T>(prep, cols, k0, k1, c, qa);
-  __syncthreads();  // the consumers have their query before the producer writes the buffers
+  if (!producer) wide_query_fragments<T>(prep, cols, k0, k1, c, qa);
+#endif
+  __syncthreads();  // the consumers have their query before the producers write the buffers
 
   WideRowState<D> w;
-  if (role == 0) {
+  if (producer) {
     warpgroup_lower_registers<kWideProducerRegisters>();
-    const WarpTiles tiles = warp_tiles(range, T::kTile, group_warp, kWideWarps);
-    std::uint8_t* const stages = smem + group_warp * T::kStages * T::kStageBytes;
+    // Tile 4 s + w of the split is step s's tile of warp w.
+    const WarpTiles tiles = warp_tiles(range, T::kTile, warp, kWideProducers * kWideWarps);
+    std::uint8_t* const stages = smem + warp * T::kStages * T::kStageBytes;
     const std::int32_t* block_row = p.block_table + std::int64_t{rows.b} * p.max_blocks_per_seq;
     if constexpr (T::kTensorCopy) {
-      auto* bars = reinterpret_cast<std::uint64_t*>(smem + X::kBarOffset) + group_warp * T::kStages;
+      auto* bars = reinterpret_cast<std::uint64_t*>(smem + X::kBarOffset) + warp * T::kStages;
       FastTensorLoader<T> loader(p, &maps, block_row, tiles, kv_head, lane, bars);
-      wide_produce<T>(p, loader, stages, tiles, rows, range, steps, kv_head, lut, buffers, group_warp, lane);
+      wide_produce<T>(p, loader, stages, tiles, rows, range, steps, kv_head, lut, buffers, pair, group_warp, lane);
     } else {
       FastTileLoader<T> loader(p, block_row, tiles, kv_head, lane);
-      wide_produce<T>(p, loader, stages, tiles, rows, range, steps, kv_head, lut, buffers, group_warp, lane);
+      wide_produce<T>(p, loader, stages, tiles, rows, range, steps, kv_head, lut, buffers, pair, group_warp, lane);
     }
   } else {
     warpgroup_raise_registers<kWideConsumerRegisters>();
@@ -227,7 +258,7 @@ __global__ void __launch_bounds__(32 * kWideSpecializedWarps, 1)
     wide_clear_state(w);
     int held = 0;               // the buffer of this consumer's previous step
     bool release_held = false;  // whether the producer waits for it (it has a step kBuffers later)
-    for (int step = role - 1; step < steps; step += X::kConsumers) {
+    for (int step = pair; step < steps; step += X::kConsumers) {
       const int buf = step % X::kBuffers;
       named_barrier_sync(X::kFullBarrier + buf, X::kPairThreads);
       wide_step<T>(w, qa, buffers.k(buf), buffers.v(buf), buffers.meta(buf), range.begin + step * S::kStep,
@@ -244,11 +275,11 @@ __global__ void __launch_bounds__(32 * kWideSpecializedWarps, 1)
   }
   pdl_launch_dependents();
   __syncthreads();  // every warp is past its loop: the buffers are free
-  if (role == 0) return;
+  if (producer) return;
   float* const state = reinterpret_cast<float*>(smem + X::kBufOffset) + group_warp * X::kStateFloats * 32 + lane;
-  if (role == 2) wide_store_state(w, state);
+  if (pair == 1) wide_store_state(w, state);
   named_barrier_sync(X::kMergeBarrier, 2 * 32 * kWideWarps);
-  if (role == 2) return;
+  if (pair == 1) return;
   wide_merge_state(w, state);
   wide_write_partials<T>(p, w, reinterpret_cast<float*>(smem + X::kORowsOffset), cols, split, group_warp, lane);
 }

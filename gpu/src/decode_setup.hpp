@@ -123,21 +123,19 @@ WideLoader wide_loader();
 void set_wide_loader(WideLoader loader);
 // Which wide kernel the fast plan takes where it takes one: kClassic the
 // four-warp blocks of wide_decode.cuh (every warp loads, dequantizes and
-// computes), kSpecialized the blocks of three warpgroups in roles
-// (wide_specialized.cuh: one dequantizes, two compute; sm_90 and newer).
-// kAuto takes the specialized blocks for FP8 keys on SoA caches, where the
-// classic blocks wait for each step's O product (kWideOutputInFlight) and the
-// dequantization is short: on an H100 at 16 x 32768 q_len 16, k8v4 SoA 0.93x
-// the classic time; the producer's dequantization of Lloyd-Max keys bounds
-// the others (4bit_nc 1.07-1.15x; PERFORMANCE.md round 33). TQ_WIDE_KERNEL=
-// classic or =specialized sets the process's policy at its first plan (the
-// benchmarks' A/B); the tests set it with set_wide_kernel. The two sum a
-// split's tokens in different orders, both within the fast mode's bound.
+// computes), kSpecialized the blocks of four warpgroups in roles
+// (wide_specialized.cuh: two dequantize, two compute; sm_90 and newer).
+// kAuto takes the specialized blocks wherever the device has them: on an
+// H100, 0.82-0.95x the classic time at q_len 16 and 128 for every preset and
+// both layouts (PERFORMANCE.md round 33). TQ_WIDE_KERNEL=classic or
+// =specialized sets the process's policy at its first plan (the benchmarks'
+// A/B); the tests set it with set_wide_kernel. The two sum a split's tokens in
+// different orders, both within the fast mode's bound.
 enum class WideKernel { kAuto, kClassic, kSpecialized };
 WideKernel wide_kernel();
 void set_wide_kernel(WideKernel kernel);
-// Whether a plan's wide kernel for format f is the specialized one on the current device.
-bool wide_kernel_specialized(const core::Format& f);
+// Whether a plan's wide kernel is the specialized one on the current device.
+bool wide_kernel_specialized();
 // Whether the wide kernel of layout l takes tensor copies under `loader` (the
 // device and TQ_FAST_LOADER permitting).
 inline bool wide_takes_tensor_copies(const core::BlockLayout& l, WideLoader loader) {

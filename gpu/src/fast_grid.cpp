@@ -104,7 +104,7 @@ void plan_fast_grid(const core::BlockLayout& l, bool has_query_start_loc, int ro
     return std::clamp<std::int64_t>(w.resident / std::max<std::int64_t>(w.units, 1), 1, stride);
   };
   std::int64_t splits = 0;
-  if (column_tiles == kFastWideColumnTiles && wide_kernel_specialized(l.format)) p.fast_warps = kWideSpecializedWarps;
+  if (column_tiles == kFastWideColumnTiles && wide_kernel_specialized()) p.fast_warps = kWideSpecializedWarps;
   if (column_tiles == 2) {
     splits = splits_for(kFastDeepWarps);
     if (fast_deep_pays_off(max_seq_tokens, splits)) p.fast_warps = kFastDeepWarps;

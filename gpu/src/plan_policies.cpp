@@ -126,10 +126,9 @@ WideKernel wide_kernel() {
 
 void set_wide_kernel(WideKernel kernel) { g_wide_kernel.store(static_cast<int>(kernel), std::memory_order_relaxed); }
 
-bool wide_kernel_specialized(const core::Format& f) {
+bool wide_kernel_specialized() {
   const WideKernel k = wide_kernel();
-  if (k != WideKernel::kAuto) return k == WideKernel::kSpecialized;
-  return f.fp8_keys() && !f.aos() && device_has_tensor_copies();
+  return k == WideKernel::kAuto ? device_has_tensor_copies() : k == WideKernel::kSpecialized;
 }
 
 }  // namespace turboquant::cuda::detail

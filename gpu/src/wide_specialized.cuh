@@ -1,27 +1,30 @@
 // The wide fast decode with warpgroups in roles (FlashAttention-3's split):
-// one producer warpgroup streams and dequantizes the tiles, two consumer
+// two producer warpgroups stream and dequantize the tiles, two consumer
 // warpgroups run the products and the online softmax.
 //
 // The wide kernel (wide_decode.cuh) has each warp both dequantize its 16
 // tokens of a step and run the step's softmax: with its 220 registers and
 // 111 KB of shared memory an SM holds two blocks, two warps a scheduler, and
 // the step is latency-bound (PERFORMANCE.md round 23: 55% of the scheduler
-// cycles issue nothing). Here a block of three warpgroups holds one SM:
-//   producer (warps 0-3): each warp streams its tiles through the same
-//     pipeline and writes them, dequantized, into the step's buffer (the
-//     wide kernel's K, V^T and metadata tiles, wide_dequantize); with fewer
-//     registers (setmaxnreg) it leaves the consumers more;
-//   consumers (warps 4-7, 8-11): consumer i runs the steps i, i + 2, ... with
-//     the wide kernel's step (wide_step) for all 64 columns, keeping its own
-//     online softmax; the two states merge at the end.
+// cycles issue nothing). Here a block of four warpgroups holds one SM:
+//   producers (warps 0-3, 4-7): producer i writes the steps i, i + 2, ...:
+//     each warp streams its tiles through a two-stage pipeline and writes
+//     them, dequantized, into the step's buffer (the wide kernel's K, V^T
+//     and metadata tiles, wide_dequantize); with fewer registers (setmaxnreg)
+//     they leave the consumers more. One producer warpgroup bounded the step
+//     (PERFORMANCE.md round 33): one dequantizing warp a scheduler;
+//   consumers (warps 8-11, 12-15): consumer i runs the steps i, i + 2, ...
+//     with the wide kernel's step (wide_step) for all 64 columns, the query
+//     the S product's A operand from shared memory, and its own online
+//     softmax; the two states merge at the end.
 // Each step has its own buffer, kBuffers in a ring (two per consumer), each
-// with a pair of named barriers between the producer and the step's
-// consumer: full (the producer's 128 threads arrive once the buffer is
-// written; the consumer's 128 wait) and empty (the consumer arrives once its
-// products have read the buffer, which it knows at its next step's S wait;
-// the producer waits before writing the buffer's next step). So three warps
-// a scheduler, and one consumer's softmax overlaps the other's products and
-// the producer's dequantization.
+// with a pair of named barriers between the step's producer and consumer:
+// full (the producer's 128 threads arrive once the buffer is written; the
+// consumer's 128 wait) and empty (the consumer arrives once its products
+// have read the buffer, which it knows at its next step's S wait; the
+// producer waits before writing the buffer's next step). So four warps a
+// scheduler, and one consumer's softmax overlaps the other's products and
+// the producers' dequantization.
 #pragma once
 
 #include <cstdint>

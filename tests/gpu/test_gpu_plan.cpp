@@ -201,25 +201,17 @@ TEST(GpuPlan, WideLoaderRule) {
 }
 
 // The wide kernel's rule (decode_setup.hpp), host only: by default the
-// specialized blocks for FP8 keys on SoA caches where the device has them;
-// either kernel everywhere when forced.
+// specialized blocks (every format) where the device has them; either kernel
+// when forced.
 TEST(GpuPlan, WideKernelRule) {
   using cuda::detail::WideKernel;
-  for (const Preset preset : kAllPresets) {
-    for (const LayoutKind layout : {LayoutKind::kSoA, LayoutKind::kAoS}) {
-      const core::Format f = preset_format(preset, 128, layout);
-      SCOPED_TRACE(std::string(preset_name(preset)) + (layout == LayoutKind::kAoS ? " aos" : " soa"));
-      {
-        const PolicyScope<WideKernel> scope(cuda::detail::wide_kernel, cuda::detail::set_wide_kernel,
-                                            WideKernel::kAuto);
-        EXPECT_EQ(cuda::detail::wide_kernel_specialized(f),
-                  f.fp8_keys() && layout == LayoutKind::kSoA && cuda::detail::device_has_tensor_copies());
-      }
-      for (const WideKernel k : {WideKernel::kClassic, WideKernel::kSpecialized}) {
-        const PolicyScope<WideKernel> scope(cuda::detail::wide_kernel, cuda::detail::set_wide_kernel, k);
-        EXPECT_EQ(cuda::detail::wide_kernel_specialized(f), k == WideKernel::kSpecialized);
-      }
-    }
+  {
+    const PolicyScope<WideKernel> scope(cuda::detail::wide_kernel, cuda::detail::set_wide_kernel, WideKernel::kAuto);
+    EXPECT_EQ(cuda::detail::wide_kernel_specialized(), cuda::detail::device_has_tensor_copies());
+  }
+  for (const WideKernel k : {WideKernel::kClassic, WideKernel::kSpecialized}) {
+    const PolicyScope<WideKernel> scope(cuda::detail::wide_kernel, cuda::detail::set_wide_kernel, k);
+    EXPECT_EQ(cuda::detail::wide_kernel_specialized(), k == WideKernel::kSpecialized);
   }
 }
 

@@ -30,8 +30,10 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "fast_loader.cuh"
+#include "fast_stage.cuh"
 #include "warp_roles.cuh"
-#include "wide_decode.cuh"
+#include "wide_step.cuh"
 
 namespace turboquant::cuda::detail {
 

@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
 """Summarize an Nsight Compute source page (per SASS instruction, CSV; run_h200.sh's
-ncusrc step writes ncusrc-sass.csv.gz): instructions executed and stall samples by
-opcode, the stall reasons, and the same per SASS range when --range is given.
+ncusrc step writes ncusrc-sass.csv.gz): instructions executed, shared-memory
+wavefronts (where the page has them) and stall samples by opcode, the stall
+reasons, and the same per SASS range when --range is given, or per register
+role with --roles.
 
   python3 bench/gpu/ncu_sass_summary.py ncusrc-sass.csv.gz [--per N]
-      [--range NAME:FIRST:END ...]
+      [--range NAME:FIRST:END ...] [--roles]
 
---per N divides instruction counts by N (e.g. the warp-steps of a loop: the
-execution count of its hottest instructions); a range is [FIRST, END) in the
-CSV's instruction order (0 = the first instruction row).
+--per N divides instruction and wavefront counts by N (e.g. the warp-steps of a
+loop: the execution count of its hottest instructions); a range is [FIRST, END)
+in the CSV's instruction order (0 = the first instruction row). --roles cuts the
+kernel at its setmaxnreg instructions (USETMAXREG): the code before the first,
+then from each to the next, named by what it does (raised: the consumer
+warpgroups of wide_specialized.cuh; lowered: the producers). Code the compiler
+placed after a role's loop (the shared epilogue) counts with the role before it.
 """
 import argparse
 import collections
@@ -43,6 +49,10 @@ def opcode(source):
     return re.sub(r"^@!?U?P\w+\s+", "", source.strip()).split(" ")[0]
 
 
+WAVEFRONTS = "L1 Wavefronts Shared"
+WAVEFRONTS_IDEAL = "L1 Wavefronts Shared Ideal"
+
+
 def summarize(name, rows, ix, per, total_exec, total_samples, top):
     executed = collections.Counter()
     samples = collections.Counter()
@@ -52,12 +62,33 @@ def summarize(name, rows, ix, per, total_exec, total_samples, top):
         samples[op] += number(r, ix, "Warp Stall Sampling (All Samples)")
     e = sum(executed.values())
     s = sum(samples.values())
+    shared = ""
+    if WAVEFRONTS in ix:  # shared-memory wavefronts: the LSU's and the warpgroup mma's operand reads
+        wf = sum(number(r, ix, WAVEFRONTS) for r in rows)
+        ideal = sum(number(r, ix, WAVEFRONTS_IDEAL) for r in rows)
+        shared = f", {wf / per:.1f} shared-memory wavefronts ({ideal / per:.1f} ideal)"
     print(f"== {name}: {e / per:.1f} instructions{' per unit' if per != 1 else ''}, "
-          f"{100 * e / total_exec:.1f}% of executed, {100 * s / total_samples:.1f}% of stall samples")
+          f"{100 * e / total_exec:.1f}% of executed, {100 * s / total_samples:.1f}% of stall samples{shared}")
     for op, n in executed.most_common(top):
         if n == 0:
             break
         print(f"   {op:24s} {n / per:9.1f}  {100 * samples[op] / max(s, 1):5.1f}% of this range's samples")
+
+
+def role_ranges(rows, ix):
+    """(name, first, end) of the code before the first setmaxnreg and from each to the next."""
+    cuts = []
+    for i, r in enumerate(rows):
+        m = re.search(r"USETMAXREG\.(\w+)", r[ix["Source"]])
+        if m:
+            cuts.append((i, "lowered" if m.group(1).startswith("DEALLOC") else "raised"))  # TRY_ALLOC raises
+    if not cuts:
+        sys.exit("--roles: the kernel has no setmaxnreg (USETMAXREG) instruction")
+    out = [("before the roles", 0, cuts[0][0])] if cuts[0][0] > 0 else []
+    for k, (first, kind) in enumerate(cuts):
+        end = cuts[k + 1][0] if k + 1 < len(cuts) else len(rows)
+        out.append((f"{kind} registers (from row {first})", first, end))
+    return out
 
 
 def main():
@@ -66,6 +97,7 @@ def main():
     ap.add_argument("--per", type=float, default=1.0)
     ap.add_argument("--range", action="append", default=[], help="NAME:FIRST:END")
     ap.add_argument("--top", type=int, default=20)
+    ap.add_argument("--roles", action="store_true", help="one range per setmaxnreg role")
     a = ap.parse_args()
     ix, rows = read_rows(a.csv)
     if a.per <= 0:
@@ -87,6 +119,8 @@ def main():
     shares = {h[6:]: sum(number(r, ix, h) for r in rows) / total_samples for h in stalls}
     print("== stall reasons (share of samples): " +
           ", ".join(f"{k} {v:.3f}" for k, v in sorted(shares.items(), key=lambda kv: -kv[1]) if v >= 0.005))
+    if a.roles:
+        ranges += role_ranges(rows, ix)
     for name, first, end in ranges:
         summarize(name, rows[first:end], ix, a.per, total_exec, total_samples, a.top)
 

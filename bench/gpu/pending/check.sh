@@ -1,12 +1,12 @@
 #!/bin/bash
-# The GPU check of the two pending patches (README.md here): wide-values.patch (values in the wide
+# The GPU check of the pending patches (README.md here): wide-values.patch (values in the wide
 # kernels' V^T) and wide-direct.patch on top of it (the specialized producers' SoA tiles straight
 # into registers), written in session 38, which could not run it (no device was lent). Through the
 # device tool's `run`, with carry [".gpu-deps"] and the binaries built here for sm_90a (Release),
 # packed as
 #   devrun/binsA.tar.xz: bench_gpu of main (the baseline),
 #   devrun/binsC.tar.xz: test_gpu and bench_gpu of main + wide-values.patch (every head_dim),
-#   devrun/binsE.tar.xz: test_gpu and bench_gpu of main + both patches (every head_dim),
+#   devrun/binsE.tar.xz: test_gpu and bench_gpu of main + all three patches (every head_dim),
 # each `tar cf - ... | xz -T2 --lzma2=preset=6,dict=256MiB`, and the command
 #   bash bench/gpu/pending/check.sh
 # Steps: the multi-token, case and plan tests of C and E; 4bit_nc q 1, 4, 16 at 16x32768 interleaved

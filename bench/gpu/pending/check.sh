@@ -1,7 +1,8 @@
 #!/bin/bash
 # The GPU check of the pending patches (README.md here): wide-values.patch (values in the wide
 # kernels' V^T) and wide-direct.patch on top of it (the specialized producers' SoA tiles straight
-# into registers), written in session 38, which could not run it (no device was lent). Through the
+# into registers; wide-native-rule.patch goes into the same build), written in session 38, which
+# could not run it (no device was lent). Through the
 # device tool's `run`, with carry [".gpu-deps"] and the binaries built here for sm_90a (Release),
 # packed as
 #   devrun/binsA.tar.xz: bench_gpu of main (the baseline),

@@ -65,7 +65,7 @@ cudaError_t launch_wide(const DecodeParams& p, const FastTensorMaps& maps, cudaS
   };
   static PerDeviceInt attr_cache, specialized_attr_cache;
   if (p.fast_warps == kWideSpecializedWarps) {
-    using P = WithWarpsAndStages<T, kWideWarps, kWideProducerStages>;
+    using P = WideProducerTraits<T>;
     return launch(wide_specialized_decode_kernel<P>, kWideSpecializedWarps, WideSpecializedSmem<P>::kLaunchBytes,
                   specialized_attr_cache);
   }
@@ -77,7 +77,7 @@ template <class T>
 int wide_occupancy(int warps) {
   using W = WithWarps<T, kWideWarps>;
   if (warps == kWideSpecializedWarps) {
-    using P = WithWarpsAndStages<T, kWideWarps, kWideProducerStages>;
+    using P = WideProducerTraits<T>;
     static PerDeviceInt attr_cache, blocks_cache;
     return cached_occupancy(attr_cache, blocks_cache, wide_specialized_decode_kernel<P>, 32 * kWideSpecializedWarps,
                             WideSpecializedSmem<P>::kLaunchBytes);

@@ -46,6 +46,10 @@ static_assert(kWideProducers == 2 && kWideSpecializedWarps == kWideRoleGroups * 
 // Pipeline stages of a producer warp: it takes every other step's tile, so
 // one tile in flight spans two steps.
 inline constexpr int kWideProducerStages = 2;
+// The traits the specialized blocks are built with: T's format and loader, a
+// producer warpgroup's warps and stages.
+template <class T>
+using WideProducerTraits = WithWarpsAndStages<T, kWideWarps, kWideProducerStages>;
 // Registers a thread after the split. The block's pool is what the launch
 // gave it, kWideLaunchRegisters a thread (64 K over 512 threads, in whole 8s),
 // and a group raising its count waits until the pool holds the registers:
